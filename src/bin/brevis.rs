@@ -1,0 +1,375 @@
+//! The `brevis` command line: compress, decompress, inspect, verify.
+//!
+//! zstd's habits: the input is never modified or deleted; an existing output is never replaced
+//! without `-f`; output goes to a temporary file in the destination folder that is renamed into
+//! place only when complete (and removed on error or Ctrl-C); errors are one line on stderr
+//! and a non-zero exit.
+
+use clap::{Args, Parser, Subcommand};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Mutex;
+use std::time::Instant;
+
+#[derive(Parser)]
+#[command(
+    name = "brevis",
+    version,
+    about = "Lossless checkpoint compression by program synthesis"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Args, Clone)]
+struct Common {
+    /// Worker threads (0 = all cores).
+    #[arg(short = 'T', long = "threads", default_value_t = 0)]
+    threads: usize,
+    /// Print nothing but errors.
+    #[arg(short, long)]
+    quiet: bool,
+    /// Print more (per-tensor programs when compressing).
+    #[arg(short, long)]
+    verbose: bool,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Compress a file (safetensors or anything else) into a Brevis archive.
+    Compress {
+        input: PathBuf,
+        /// Output path (default: INPUT.brv).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// Overwrite an existing output.
+        #[arg(short, long)]
+        force: bool,
+        /// Bytes of original data per independently decodable chunk.
+        #[arg(long, default_value_t = 1 << 20)]
+        chunk_size: usize,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Restore the original file from an archive.
+    Decompress {
+        input: PathBuf,
+        /// Output path (default: INPUT without .brv).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        #[arg(short, long)]
+        force: bool,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Show each tensor's program, sizes and bits per element.
+    Inspect { archive: PathBuf },
+    /// Check every checksum; with ORIGINAL, also compare the restored bytes with it.
+    Verify {
+        archive: PathBuf,
+        original: Option<PathBuf>,
+    },
+}
+
+/// The temporary output being written, removed by the Ctrl-C handler.
+static PENDING: Mutex<Option<PathBuf>> = Mutex::new(None);
+
+fn main() -> ExitCode {
+    let _ = ctrlc::set_handler(|| {
+        if let Some(p) = PENDING.lock().ok().and_then(|g| g.clone()) {
+            let _ = std::fs::remove_file(p);
+        }
+        eprintln!("brevis: interrupted; no output written");
+        std::process::exit(130);
+    });
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(msg) => {
+            eprintln!("brevis: {msg}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Maps the input read-only. The file must not change while it is mapped.
+fn read_input(path: &Path) -> Result<Input, String> {
+    let f =
+        std::fs::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    let len = f
+        .metadata()
+        .map_err(|e| format!("cannot stat {}: {e}", path.display()))?
+        .len();
+    if len == 0 {
+        return Ok(Input::Empty);
+    }
+    // SAFETY: the map is read-only and private to this process; like zstd and every mmap-based
+    // tool, we rely on the file not being truncated by another process while we read it.
+    let map = unsafe { memmap2::Mmap::map(&f) }
+        .map_err(|e| format!("cannot map {}: {e}", path.display()))?;
+    Ok(Input::Map(map))
+}
+
+enum Input {
+    Empty,
+    Map(memmap2::Mmap),
+}
+
+impl std::ops::Deref for Input {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Input::Empty => &[],
+            Input::Map(m) => m,
+        }
+    }
+}
+
+/// Writes `data` to `out` atomically: temp file in the same folder, fsync, rename.
+fn write_atomic(out: &Path, force: bool, data: &[u8]) -> Result<(), String> {
+    let dir = match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".brevis-")
+        .suffix(".tmp")
+        .tempfile_in(&dir)
+        .map_err(|e| format!("cannot create a temporary file in {}: {e}", dir.display()))?;
+    *PENDING.lock().unwrap() = Some(tmp.path().to_path_buf());
+    let res = (|| {
+        tmp.write_all(data)
+            .map_err(|e| format!("cannot write {}: {e}", out.display()))?;
+        tmp.as_file()
+            .sync_all()
+            .map_err(|e| format!("cannot sync {}: {e}", out.display()))?;
+        if force {
+            tmp.persist(out)
+                .map(|_| ())
+                .map_err(|e| format!("cannot create {}: {}", out.display(), e.error))
+        } else {
+            tmp.persist_noclobber(out).map(|_| ()).map_err(|e| {
+                if e.error.kind() == std::io::ErrorKind::AlreadyExists {
+                    format!("{} already exists; use -f to overwrite", out.display())
+                } else {
+                    format!("cannot create {}: {}", out.display(), e.error)
+                }
+            })
+        }
+    })();
+    *PENDING.lock().unwrap() = None;
+    res
+}
+
+fn check_output(input: &Path, out: &Path, force: bool) -> Result<(), String> {
+    if out.exists() {
+        if !force {
+            return Err(format!(
+                "{} already exists; use -f to overwrite",
+                out.display()
+            ));
+        }
+        if let (Ok(a), Ok(b)) = (std::fs::canonicalize(input), std::fs::canonicalize(out)) {
+            if a == b {
+                return Err("input and output are the same file".into());
+            }
+        }
+    }
+    Ok(())
+}
+
+fn mb(n: u64) -> String {
+    format!("{:.2} MB", n as f64 / 1e6)
+}
+
+fn run(cli: Cli) -> Result<ExitCode, String> {
+    match cli.cmd {
+        Cmd::Compress {
+            input,
+            output,
+            force,
+            chunk_size,
+            common,
+        } => {
+            let out = output.unwrap_or_else(|| {
+                let mut s = input.clone().into_os_string();
+                s.push(".brv");
+                PathBuf::from(s)
+            });
+            check_output(&input, &out, force)?;
+            let data = read_input(&input)?;
+            if chunk_size == 0 {
+                return Err("--chunk-size must be positive".into());
+            }
+            if !common.quiet && data.len() > 64 << 20 {
+                eprint!(
+                    "brevis: compressing {} ({})...\r",
+                    input.display(),
+                    mb(data.len() as u64)
+                );
+            }
+            let t0 = Instant::now();
+            let opts = brevis::Options {
+                threads: common.threads,
+                chunk_bytes: chunk_size,
+                ..Default::default()
+            };
+            let archive = brevis::compress(&data, &opts).map_err(|e| e.to_string())?;
+            write_atomic(&out, force, &archive)?;
+            if common.verbose {
+                print_programs(&archive)?;
+            }
+            if !common.quiet {
+                let pct = if data.is_empty() {
+                    0.0
+                } else {
+                    100.0 * archive.len() as f64 / data.len() as f64
+                };
+                eprintln!(
+                    "{}: {} -> {} ({pct:.2}%) in {:.2} s => {}",
+                    input.display(),
+                    mb(data.len() as u64),
+                    mb(archive.len() as u64),
+                    t0.elapsed().as_secs_f64(),
+                    out.display()
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Decompress {
+            input,
+            output,
+            force,
+            common,
+        } => {
+            let out = match output {
+                Some(o) => o,
+                None => match input.to_str().and_then(|s| s.strip_suffix(".brv")) {
+                    Some(s) if !s.is_empty() => PathBuf::from(s),
+                    _ => {
+                        return Err(format!(
+                            "{} does not end in .brv; give the output with -o",
+                            input.display()
+                        ))
+                    }
+                },
+            };
+            check_output(&input, &out, force)?;
+            let data = read_input(&input)?;
+            let t0 = Instant::now();
+            let opts = brevis::DecodeOptions {
+                threads: common.threads,
+                ..Default::default()
+            };
+            let original = brevis::decompress_with(&data, &opts)
+                .map_err(|e| format!("{}: {e}", input.display()))?;
+            write_atomic(&out, force, &original)?;
+            if !common.quiet {
+                eprintln!(
+                    "{}: {} -> {} in {:.2} s => {}",
+                    input.display(),
+                    mb(data.len() as u64),
+                    mb(original.len() as u64),
+                    t0.elapsed().as_secs_f64(),
+                    out.display()
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Inspect { archive } => {
+            let data = read_input(&archive)?;
+            print_programs(&data)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Verify { archive, original } => {
+            let data = read_input(&archive)?;
+            let restored =
+                brevis::decompress(&data).map_err(|e| format!("{}: {e}", archive.display()))?;
+            if let Some(orig) = original {
+                let o = read_input(&orig)?;
+                if *o != restored[..] {
+                    let at = o
+                        .iter()
+                        .zip(&restored)
+                        .position(|(a, b)| a != b)
+                        .unwrap_or(o.len().min(restored.len()));
+                    return Err(format!(
+                        "{} differs from {} at byte {at}",
+                        archive.display(),
+                        orig.display()
+                    ));
+                }
+            }
+            println!(
+                "{}: OK ({} restored, all checksums match)",
+                archive.display(),
+                mb(restored.len() as u64)
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn print_programs(archive: &[u8]) -> Result<(), String> {
+    let a = brevis::Archive::open(archive).map_err(|e| e.to_string())?;
+    let mut stdout = std::io::stdout().lock();
+    let mut shapes: BTreeMap<String, (usize, u64, u64)> = BTreeMap::new();
+    let (mut orig, mut comp) = (0u64, 0u64);
+    let _ = writeln!(
+        stdout,
+        "{:<48} {:<8} {:<16} {:>12} {:>12} {:>7}  program",
+        "tensor", "dtype", "shape", "bytes", "stored", "bits/el"
+    );
+    for i in 0..a.len() {
+        let t = a.info(i).unwrap();
+        let elems: u64 = t.shape.iter().product::<u64>().max(1);
+        let bpe = if t.nbytes == 0 {
+            0.0
+        } else {
+            t.compressed_bytes as f64 * 8.0 / elems as f64
+        };
+        let _ = writeln!(
+            stdout,
+            "{:<48} {:<8} {:<16} {:>12} {:>12} {:>7.3}  {}",
+            t.name,
+            t.dtype,
+            format!("{:?}", t.shape),
+            t.nbytes,
+            t.compressed_bytes,
+            bpe,
+            t.program
+        );
+        let e = shapes.entry(t.program.shape()).or_default();
+        e.0 += 1;
+        e.1 += t.nbytes;
+        e.2 += t.compressed_bytes;
+        orig += t.nbytes;
+        comp += t.compressed_bytes;
+    }
+    let total = a.original_size();
+    let pct = |x: u64, y: u64| {
+        if y == 0 {
+            0.0
+        } else {
+            100.0 * x as f64 / y as f64
+        }
+    };
+    let _ = writeln!(stdout, "\nprogram shapes:");
+    for (shape, (n, o, c)) in &shapes {
+        let _ = writeln!(stdout, "  {n:>5} tensors  {:>6.2}%  {shape}", pct(*c, *o));
+    }
+    let _ = writeln!(
+        stdout,
+        "\ntensors: {} bytes -> {} bytes ({:.2}%); file: {} bytes -> {} bytes ({:.2}%)",
+        orig,
+        comp,
+        pct(comp, orig),
+        total,
+        archive.len(),
+        pct(archive.len() as u64, total)
+    );
+    Ok(())
+}

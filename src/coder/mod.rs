@@ -1,0 +1,69 @@
+//! Entropy coders and bit packing: the leaves of every program end here.
+//!
+//! Each coder is self-delimiting given the number of symbols, which the interpreter knows from
+//! the program's type rules, and reports how many bytes it consumed.
+
+pub mod bitio;
+pub mod huffman;
+pub mod rans;
+
+use crate::error::{Error, Result};
+use bitio::{BitReader, BitWriter};
+
+/// Packs `values` at `bits` bits each (LSB-first).
+pub fn pack(values: impl Iterator<Item = u64>, bits: u32, out: &mut Vec<u8>) {
+    if bits == 0 {
+        return;
+    }
+    let mut w = BitWriter::new();
+    for v in values {
+        w.put_wide(v, bits);
+    }
+    out.extend_from_slice(&w.finish());
+}
+
+/// Bytes used by `n` values packed at `bits` bits.
+pub fn packed_len(n: usize, bits: u32) -> usize {
+    ((n as u128 * bits as u128).div_ceil(8)) as usize
+}
+
+/// Unpacks `n` values of `bits` bits; returns them and the bytes consumed.
+pub fn unpack(input: &[u8], n: usize, bits: u32, mut sink: impl FnMut(u64)) -> Result<usize> {
+    let len = packed_len(n, bits);
+    if len > input.len() {
+        return Err(Error::corrupt("bit-packed stream ends early"));
+    }
+    if bits == 0 {
+        for _ in 0..n {
+            sink(0);
+        }
+        return Ok(0);
+    }
+    let mut r = BitReader::new(&input[..len]);
+    for _ in 0..n {
+        sink(r.get_wide(bits)?);
+    }
+    Ok(len)
+}
+
+/// zstd on a byte stream (the LZ leaf for long repeats).
+pub fn zstd_encode(bytes: &[u8], level: i32, out: &mut Vec<u8>) -> Result<()> {
+    let c = zstd::bulk::compress(bytes, level)?;
+    bitio::put_bytes(out, &c);
+    Ok(())
+}
+
+pub fn zstd_decode(input: &[u8], n: usize) -> Result<(Vec<u8>, usize)> {
+    let mut r = bitio::ByteReader::new(input);
+    let c = r.bytes()?;
+    let mut out = Vec::with_capacity(n);
+    let mut dec = zstd::bulk::Decompressor::new()?;
+    // `decompress_to_buffer` never writes past the capacity: a forged frame cannot grow memory.
+    let got = dec
+        .decompress_to_buffer(c, &mut out)
+        .map_err(|e| Error::corrupt(format!("zstd leaf: {e}")))?;
+    if got != n {
+        return Err(Error::corrupt("zstd leaf: wrong decoded length"));
+    }
+    Ok((out, r.pos()))
+}

@@ -1,0 +1,535 @@
+//! The DSL: typed streams, programs (trees of reversible operators), their wire form, the
+//! encoder that runs a program forward over a chunk and the interpreter that runs it backward.
+//!
+//! A program is applied to each chunk of a tensor, whose words are the root stream (`u(w)` with
+//! `w` the element width). Transforms map one stream to child streams; leaves code a stream into
+//! the chunk payload (entropy coders, raw) or generate it (const, arange, copy). Children are
+//! decoded in order, and a leaf may use an earlier sibling as context.
+//! See docs/DSL.md for the grammar and every operator.
+
+pub mod ops;
+pub mod stream;
+
+use crate::coder::bitio::{put_bytes, put_varint, ByteReader};
+use crate::error::{Error, Result};
+use ops::copy::Copy;
+use ops::dict::Dict;
+use ops::entropy::{Huffman, LeafCtx, Rans};
+use ops::fields::Fields;
+use ops::gen::{Arange, Const};
+use ops::lz::Zstd;
+use ops::maps::Map;
+use ops::planes::{BitPlanes, BytePlanes};
+use ops::raw::Raw;
+use ops::region::{Concat, Repeat, View};
+use ops::scan::{Scan, ScanKind};
+pub use stream::{Data, Stream, Ty};
+
+/// Deepest program accepted from the wire.
+pub const MAX_DEPTH: usize = 24;
+/// Most nodes in one program accepted from the wire.
+pub const MAX_NODES: usize = 8192;
+
+/// The operator registry. Ids are permanent: see docs/DSL.md.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Op {
+    Raw(Raw),
+    Rans(Rans),
+    Huffman(Huffman),
+    Zstd(Zstd),
+    Const(Const),
+    Arange(Arange),
+    Copy(Copy),
+    Fields(Fields),
+    BytePlanes(BytePlanes),
+    BitPlanes(BitPlanes),
+    Scan(Scan),
+    Map(Map),
+    Dict(Dict),
+    Concat(Concat),
+    Repeat(Repeat),
+    View(View),
+}
+
+/// A program: an operator and the sub-programs of its output streams.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Node {
+    pub op: Op,
+    pub children: Vec<Node>,
+}
+
+/// What a program may see besides its chunk payload.
+pub struct Env<'a> {
+    /// Index of the chunk's first element in its tensor.
+    pub elem_offset: u64,
+    /// Supplies the same chunk of an earlier tensor (for `copy`).
+    pub copy: &'a dyn Fn(u32) -> Result<Stream>,
+}
+
+impl Node {
+    pub fn leaf(op: Op) -> Node {
+        Node {
+            op,
+            children: Vec::new(),
+        }
+    }
+
+    pub fn new(op: Op, children: Vec<Node>) -> Node {
+        Node { op, children }
+    }
+
+    pub fn is_leaf(&self) -> bool {
+        matches!(
+            self.op,
+            Op::Raw(_)
+                | Op::Rans(_)
+                | Op::Huffman(_)
+                | Op::Zstd(_)
+                | Op::Const(_)
+                | Op::Arange(_)
+                | Op::Copy(_)
+        )
+    }
+
+    fn id(&self) -> u8 {
+        match &self.op {
+            Op::Raw(_) => Raw::ID,
+            Op::Rans(_) => Rans::ID,
+            Op::Huffman(_) => Huffman::ID,
+            Op::Zstd(_) => Zstd::ID,
+            Op::Const(_) => Const::ID,
+            Op::Arange(_) => Arange::ID,
+            Op::Copy(_) => Copy::ID,
+            Op::Fields(_) => Fields::ID,
+            Op::BytePlanes(_) => BytePlanes::ID,
+            Op::BitPlanes(_) => BitPlanes::ID,
+            Op::Scan(s) => s.id(),
+            Op::Map(m) => m.id(),
+            Op::Dict(_) => Dict::ID,
+            Op::Concat(_) => Concat::ID,
+            Op::Repeat(_) => Repeat::ID,
+            Op::View(_) => View::ID,
+        }
+    }
+
+    /// Static type rule: the types of the child streams for an input of type `ty`.
+    /// (`dict`'s index type is only bounded here: its exact width comes from the chunk.)
+    pub fn child_types(&self, ty: Ty) -> Result<Vec<Ty>> {
+        match &self.op {
+            Op::Fields(f) => f.child_types(ty),
+            Op::BytePlanes(b) => b.child_types(ty),
+            Op::BitPlanes(b) => b.child_types(ty),
+            Op::Scan(_) | Op::Repeat(_) => Ok(vec![ty]),
+            Op::Map(m) => {
+                m.check(ty)?;
+                Ok(vec![ty])
+            }
+            Op::Dict(d) => d.child_types(ty),
+            Op::Concat(c) => Ok(vec![ty; c.arity()]),
+            Op::View(v) => {
+                v.child_len(ty, 0)?;
+                Ok(vec![Ty::u(v.bits)])
+            }
+            _ => Ok(Vec::new()),
+        }
+    }
+
+    /// Serializes the program (pre-order: id, parameters, children).
+    pub fn write(&self, out: &mut Vec<u8>) {
+        out.push(self.id());
+        match &self.op {
+            Op::Rans(r) => r.write(out),
+            Op::Zstd(z) => out.push(z.level.clamp(0, 255) as u8),
+            Op::Const(c) => put_varint(out, c.value),
+            Op::Arange(a) => {
+                put_varint(out, a.start);
+                put_varint(out, a.step);
+            }
+            Op::Copy(c) => put_varint(out, c.tensor as u64),
+            Op::Fields(f) => f.write(out),
+            Op::Scan(s) => s.write(out),
+            Op::Map(m) => m.write(out),
+            Op::Concat(c) => c.write(out),
+            Op::Repeat(r) => put_varint(out, r.period),
+            Op::View(v) => put_varint(out, v.bits as u64),
+            Op::Raw(_) | Op::Huffman(_) | Op::BytePlanes(_) | Op::BitPlanes(_) | Op::Dict(_) => {}
+        }
+        for c in &self.children {
+            c.write(out);
+        }
+    }
+
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut v = Vec::new();
+        self.write(&mut v);
+        v
+    }
+
+    /// Parses and type-checks a program for a root stream of type `ty`.
+    pub fn parse(bytes: &[u8], ty: Ty) -> Result<Node> {
+        let mut r = ByteReader::new(bytes);
+        let mut budget = MAX_NODES;
+        let n = Self::read(&mut r, ty, 0, &mut budget)?;
+        if !r.is_empty() {
+            return Err(Error::corrupt("program: trailing bytes"));
+        }
+        Ok(n)
+    }
+
+    fn read(r: &mut ByteReader, ty: Ty, depth: usize, budget: &mut usize) -> Result<Node> {
+        if depth > MAX_DEPTH || *budget == 0 {
+            return Err(Error::corrupt("program too deep or too large"));
+        }
+        *budget -= 1;
+        let id = r.u8()?;
+        let op = match id {
+            Raw::ID => Op::Raw(Raw),
+            Rans::ID => Op::Rans(Rans::read(r)?),
+            Huffman::ID => Op::Huffman(Huffman),
+            Zstd::ID => Op::Zstd(Zstd::read(r)?),
+            Const::ID => Op::Const(Const { value: r.varint()? }),
+            Arange::ID => Op::Arange(Arange {
+                start: r.varint()?,
+                step: r.varint()?,
+            }),
+            Copy::ID => Op::Copy(Copy::read(r)?),
+            Fields::ID => Op::Fields(Fields::read(r)?),
+            BytePlanes::ID => Op::BytePlanes(BytePlanes),
+            BitPlanes::ID => Op::BitPlanes(BitPlanes),
+            Scan::DELTA_ID => Op::Scan(Scan::read(ScanKind::Delta, r)?),
+            Scan::XOR_ID => Op::Scan(Scan::read(ScanKind::Xor, r)?),
+            Map::XORCONST_ID | Map::ZIGZAG_ID | Map::ROTATE_ID => Op::Map(Map::read(id, r)?),
+            Dict::ID => Op::Dict(Dict),
+            Concat::ID => Op::Concat(Concat::read(r)?),
+            Repeat::ID => Op::Repeat(Repeat::read(r)?),
+            View::ID => Op::View(View::read(r)?),
+            _ => return Err(Error::Unsupported(format!("unknown operator id {id:#04x}"))),
+        };
+        let mut node = Node::leaf(op);
+        match &node.op {
+            Op::Rans(_) | Op::Huffman(_) if ty.bits > 16 => {
+                return Err(Error::corrupt(
+                    "entropy leaf over a stream wider than 16 bits",
+                ))
+            }
+            Op::Copy(_) if depth > 0 => return Err(Error::corrupt("copy below the root")),
+            _ => {}
+        }
+        for cty in node.child_types(ty)? {
+            node.children.push(Self::read(r, cty, depth + 1, budget)?);
+        }
+        Ok(node)
+    }
+
+    /// Runs the program forward over `x`, appending the chunk payload to `out`.
+    /// Fails with `Error::Invalid` when the program does not apply to this data.
+    pub fn encode(&self, x: &Stream, sib: &[Stream], out: &mut Vec<u8>) -> Result<()> {
+        let not_applicable = || Error::invalid("program does not apply to this data");
+        match &self.op {
+            Op::Raw(r) => leaf_payload(out, |o| {
+                r.encode(x, o);
+                Ok(())
+            }),
+            Op::Rans(r) => leaf_payload(out, |o| r.encode(x, sib, o)),
+            Op::Huffman(h) => leaf_payload(out, |o| {
+                h.encode(x, o);
+                Ok(())
+            }),
+            Op::Zstd(z) => leaf_payload(out, |o| z.encode(x, o)),
+            Op::Const(c) => {
+                if x.iter().any(|v| v != c.value) {
+                    return Err(not_applicable());
+                }
+                Ok(())
+            }
+            // Generators that depend on the position are checked by the chooser on the whole tensor.
+            Op::Arange(_) | Op::Copy(_) => Ok(()),
+            Op::Fields(f) => self.encode_children(f.forward(x), out),
+            Op::BytePlanes(b) => self.encode_children(b.forward(x), out),
+            Op::BitPlanes(b) => self.encode_children(b.forward(x), out),
+            Op::Scan(s) => self.encode_children(vec![s.forward(x)], out),
+            Op::Map(m) => {
+                m.check(x.ty)?;
+                self.encode_children(vec![m.apply(x, false)], out)
+            }
+            Op::Dict(d) => {
+                let parts = d.forward(x, out).ok_or_else(not_applicable)?;
+                self.encode_children(parts, out)
+            }
+            Op::Concat(c) => self.encode_children(c.forward(x)?, out),
+            Op::Repeat(r) => {
+                self.encode_children(vec![r.forward(x).ok_or_else(not_applicable)?], out)
+            }
+            Op::View(v) => self.encode_children(vec![v.forward(x)?], out),
+        }
+    }
+
+    fn encode_children(&self, parts: Vec<Stream>, out: &mut Vec<u8>) -> Result<()> {
+        if parts.len() != self.children.len() {
+            return Err(Error::invalid("program arity does not match the operator"));
+        }
+        for (j, (child, part)) in self.children.iter().zip(&parts).enumerate() {
+            child.encode(part, &parts[..j], out)?;
+        }
+        Ok(())
+    }
+
+    /// The interpreter: rebuilds `n` words of type `ty` from the chunk payload.
+    pub fn decode(
+        &self,
+        ty: Ty,
+        n: usize,
+        r: &mut ByteReader,
+        sib: &[Stream],
+        env: &Env,
+    ) -> Result<Stream> {
+        let s = match &self.op {
+            Op::Raw(x) => x.decode(ty, n, r.bytes()?)?,
+            Op::Rans(x) => x.decode(ty, n, r.bytes()?, sib)?,
+            Op::Huffman(x) => x.decode(ty, n, r.bytes()?)?,
+            Op::Zstd(x) => x.decode(ty, n, r.bytes()?)?,
+            Op::Const(c) => c.decode(ty, n)?,
+            Op::Arange(a) => a.decode(ty, n, env.elem_offset)?,
+            Op::Copy(c) => {
+                let s = (env.copy)(c.tensor)?;
+                if s.ty != ty || s.len() != n {
+                    return Err(Error::corrupt("copy: source tensor does not match"));
+                }
+                s
+            }
+            Op::Fields(f) => {
+                let parts = self.decode_children(&f.child_types(ty)?, &f.child_lens(n), r, env)?;
+                f.inverse(ty, n, parts)?
+            }
+            Op::BytePlanes(b) => {
+                let parts = self.decode_children(
+                    &b.child_types(ty)?,
+                    &vec![n; self.children.len()],
+                    r,
+                    env,
+                )?;
+                b.inverse(ty, n, parts)?
+            }
+            Op::BitPlanes(b) => {
+                let parts = self.decode_children(
+                    &b.child_types(ty)?,
+                    &vec![n; self.children.len()],
+                    r,
+                    env,
+                )?;
+                b.inverse(ty, n, parts)?
+            }
+            Op::Scan(s) => s.inverse(self.decode_children(&[ty], &[n], r, env)?.pop().unwrap()),
+            Op::Map(m) => m.apply(
+                &self.decode_children(&[ty], &[n], r, env)?.pop().unwrap(),
+                true,
+            ),
+            Op::Dict(d) => {
+                let [(tt, tn), (it, inn)] = d.read_header(ty, n, r)?;
+                let parts = self.decode_children(&[tt, it], &[tn, inn], r, env)?;
+                d.inverse(ty, n, parts)?
+            }
+            Op::Concat(c) => {
+                let lens = c.child_lens(n)?;
+                let parts = self.decode_children(&vec![ty; lens.len()], &lens, r, env)?;
+                c.inverse(ty, n, parts)
+            }
+            Op::Repeat(rp) => {
+                let p = self
+                    .decode_children(&[ty], &[rp.child_len(n)], r, env)?
+                    .pop()
+                    .unwrap();
+                rp.inverse(ty, n, p)?
+            }
+            Op::View(v) => {
+                let m = v.child_len(ty, n)?;
+                let y = self
+                    .decode_children(&[Ty::u(v.bits)], &[m], r, env)?
+                    .pop()
+                    .unwrap();
+                v.inverse(ty, y)?
+            }
+        };
+        if s.len() != n || s.ty != ty {
+            return Err(Error::corrupt(
+                "operator produced a stream of the wrong shape",
+            ));
+        }
+        Ok(s)
+    }
+
+    fn decode_children(
+        &self,
+        tys: &[Ty],
+        lens: &[usize],
+        r: &mut ByteReader,
+        env: &Env,
+    ) -> Result<Vec<Stream>> {
+        if tys.len() != self.children.len() || lens.len() != tys.len() {
+            return Err(Error::corrupt("program arity does not match the operator"));
+        }
+        let mut parts: Vec<Stream> = Vec::with_capacity(tys.len());
+        for ((child, &ty), &n) in self.children.iter().zip(tys).zip(lens) {
+            let s = child.decode(ty, n, r, &parts, env)?;
+            parts.push(s);
+        }
+        Ok(parts)
+    }
+
+    /// Number of nodes.
+    pub fn size(&self) -> usize {
+        1 + self.children.iter().map(|c| c.size()).sum::<usize>()
+    }
+
+    /// The program's shape: the text with parameters that vary per tensor (strides, constants) elided.
+    pub fn shape(&self) -> String {
+        let head = match &self.op {
+            Op::Const(_) => "const".to_string(),
+            Op::Arange(_) => "arange".to_string(),
+            Op::Copy(_) => "copy".to_string(),
+            Op::Scan(s) => format!("{}", s).split('(').next().unwrap().to_string(),
+            Op::Concat(_) => "concat".to_string(),
+            Op::Repeat(_) => "repeat".to_string(),
+            Op::Rans(Rans {
+                ctx: LeafCtx::Back(d),
+            }) if *d > 1 => "rans(back)".to_string(),
+            _ => self.head(),
+        };
+        if self.children.is_empty() {
+            head
+        } else {
+            let kids: Vec<String> = self.children.iter().map(|c| c.shape()).collect();
+            format!("{head}[{}]", kids.join(", "))
+        }
+    }
+
+    fn head(&self) -> String {
+        match &self.op {
+            Op::Raw(_) => "raw".into(),
+            Op::Rans(r) => r.to_string(),
+            Op::Huffman(_) => "huffman".into(),
+            Op::Zstd(z) => format!("zstd({})", z.level),
+            Op::Const(c) => format!("const({:#x})", c.value),
+            Op::Arange(a) => format!("arange({}, {})", a.start, a.step),
+            Op::Copy(c) => format!("copy(#{})", c.tensor),
+            Op::Fields(f) => f.to_string(),
+            Op::BytePlanes(_) => "byteplanes".into(),
+            Op::BitPlanes(_) => "bitplanes".into(),
+            Op::Scan(s) => s.to_string(),
+            Op::Map(m) => m.to_string(),
+            Op::Dict(_) => "dict".into(),
+            Op::Concat(c) => format!("concat({:?})", c.lens),
+            Op::Repeat(r) => format!("repeat({})", r.period),
+            Op::View(v) => format!("view(u{})", v.bits),
+        }
+    }
+}
+
+fn leaf_payload(out: &mut Vec<u8>, f: impl FnOnce(&mut Vec<u8>) -> Result<()>) -> Result<()> {
+    let mut buf = Vec::new();
+    f(&mut buf)?;
+    put_bytes(out, &buf);
+    Ok(())
+}
+
+impl std::fmt::Display for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.head())?;
+        if !self.children.is_empty() {
+            write!(f, "[")?;
+            for (i, c) in self.children.iter().enumerate() {
+                if i > 0 {
+                    write!(f, ", ")?;
+                }
+                write!(f, "{c}")?;
+            }
+            write!(f, "]")?;
+        }
+        Ok(())
+    }
+}
+
+/// Shorthands for building programs.
+pub mod build {
+    use super::*;
+
+    pub fn raw() -> Node {
+        Node::leaf(Op::Raw(Raw))
+    }
+    pub fn rans() -> Node {
+        Node::leaf(Op::Rans(Rans { ctx: LeafCtx::None }))
+    }
+    pub fn rans_prev() -> Node {
+        rans_back(1)
+    }
+    pub fn rans_back(stride: u64) -> Node {
+        Node::leaf(Op::Rans(Rans {
+            ctx: LeafCtx::Back(stride),
+        }))
+    }
+    pub fn rans_side(j: u8) -> Node {
+        Node::leaf(Op::Rans(Rans {
+            ctx: LeafCtx::Side(j),
+        }))
+    }
+    pub fn huffman() -> Node {
+        Node::leaf(Op::Huffman(Huffman))
+    }
+    pub fn zstd(level: i32) -> Node {
+        Node::leaf(Op::Zstd(Zstd { level }))
+    }
+    pub fn konst(value: u64) -> Node {
+        Node::leaf(Op::Const(Const { value }))
+    }
+    pub fn arange(start: u64, step: u64) -> Node {
+        Node::leaf(Op::Arange(Arange { start, step }))
+    }
+    pub fn copy(tensor: u32) -> Node {
+        Node::leaf(Op::Copy(Copy { tensor }))
+    }
+    pub fn fields(exp: u32, mant: u32, k: u32, kids: [Node; 3]) -> Node {
+        Node::new(
+            Op::Fields(Fields::for_dtype_bits(exp, mant, k)),
+            kids.into(),
+        )
+    }
+    pub fn byteplanes(kids: Vec<Node>) -> Node {
+        Node::new(Op::BytePlanes(BytePlanes), kids)
+    }
+    pub fn bitplanes(kids: Vec<Node>) -> Node {
+        Node::new(Op::BitPlanes(BitPlanes), kids)
+    }
+    pub fn delta(stride: u64, kid: Node) -> Node {
+        Node::new(
+            Op::Scan(Scan {
+                kind: ScanKind::Delta,
+                stride,
+            }),
+            vec![kid],
+        )
+    }
+    pub fn xor(stride: u64, kid: Node) -> Node {
+        Node::new(
+            Op::Scan(Scan {
+                kind: ScanKind::Xor,
+                stride,
+            }),
+            vec![kid],
+        )
+    }
+    pub fn map(m: Map, kid: Node) -> Node {
+        Node::new(Op::Map(m), vec![kid])
+    }
+    pub fn dict(table: Node, index: Node) -> Node {
+        Node::new(Op::Dict(Dict), vec![table, index])
+    }
+    pub fn concat(lens: Vec<u64>, kids: Vec<Node>) -> Node {
+        Node::new(Op::Concat(Concat { lens }), kids)
+    }
+    pub fn repeat(period: u64, kid: Node) -> Node {
+        Node::new(Op::Repeat(Repeat { period }), vec![kid])
+    }
+    pub fn view(bits: u32, kid: Node) -> Node {
+        Node::new(Op::View(View { bits }), vec![kid])
+    }
+}

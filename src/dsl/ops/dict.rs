@@ -1,0 +1,65 @@
+//! `dict` (id 0x18): u(w) -> [table: the distinct words in ascending order, u(w);
+//! indices into the table, u(ceil log2 t)]. The chunk header carries the table size t.
+
+use super::prelude::*;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dict;
+
+/// Largest table the encoder builds (indices then stay codable as 16-bit symbols).
+pub const MAX_ENTRIES: usize = 1 << 16;
+
+fn index_bits(t: usize) -> u32 {
+    if t <= 1 {
+        0
+    } else {
+        usize::BITS - (t - 1).leading_zeros()
+    }
+}
+
+impl Dict {
+    pub const ID: u8 = 0x18;
+
+    pub fn child_types(&self, ty: Ty) -> Result<Vec<Ty>> {
+        Ok(vec![ty, Ty::u(16)])
+    }
+
+    /// Table size from the chunk header, then (table type and length, index type and length).
+    pub fn read_header(&self, ty: Ty, n: usize, r: &mut ByteReader) -> Result<[(Ty, usize); 2]> {
+        let t = r.len(MAX_ENTRIES as u64)?;
+        if t > n || (n > 0 && t == 0) {
+            return Err(Error::corrupt("dict: table size out of range"));
+        }
+        Ok([(ty, t), (Ty::u(index_bits(t)), n)])
+    }
+
+    /// Returns None when the stream has too many distinct words.
+    pub fn forward(&self, x: &Stream, header: &mut Vec<u8>) -> Option<Vec<Stream>> {
+        let mut vals: Vec<u64> = x.iter().collect();
+        vals.sort_unstable();
+        vals.dedup();
+        if vals.len() > MAX_ENTRIES {
+            return None;
+        }
+        put_varint(header, vals.len() as u64);
+        let ity = Ty::u(index_bits(vals.len()));
+        let idx = Stream::from_fn(ity, x.len(), |i| {
+            vals.binary_search(&x.get(i)).unwrap() as u64
+        });
+        Some(vec![Stream::from_iter(x.ty, vals.into_iter()), idx])
+    }
+
+    pub fn inverse(&self, ty: Ty, n: usize, parts: Vec<Stream>) -> Result<Stream> {
+        let (table, idx) = (&parts[0], &parts[1]);
+        let t = table.len();
+        let mut out = Stream::with_capacity(ty, n);
+        for i in 0..n {
+            let j = idx.get(i) as usize;
+            if j >= t {
+                return Err(Error::corrupt("dict: index out of range"));
+            }
+            out.push(table.get(j));
+        }
+        Ok(out)
+    }
+}

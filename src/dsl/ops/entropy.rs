@@ -1,0 +1,164 @@
+//! Entropy-coded leaves over streams of at most 16 bits:
+//! `rans(ctx)` (id 0x02), static rANS with per-block tables and an optional context
+//! (`prev`: the previous word; `side j`: the word at the same position of sibling `j`, which the
+//! parent decodes first), and `huffman` (id 0x03), canonical length-limited Huffman.
+//! Each block (chunk) carries its own tables, so coding adapts along a tensor.
+
+use super::prelude::*;
+use crate::coder::{huffman, rans};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LeafCtx {
+    None,
+    /// The word `stride` positions earlier (1: the previous word; a row length: the word above).
+    Back(u64),
+    /// Index of an earlier sibling stream (at most 16 bits wide).
+    Side(u8),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rans {
+    pub ctx: LeafCtx,
+}
+
+impl Rans {
+    pub const ID: u8 = 0x02;
+
+    pub fn write(&self, out: &mut Vec<u8>) {
+        match self.ctx {
+            LeafCtx::None => out.push(0),
+            LeafCtx::Back(d) => {
+                out.push(1);
+                put_varint(out, d);
+            }
+            LeafCtx::Side(j) => out.push(2 + j),
+        }
+    }
+
+    pub fn read(r: &mut ByteReader) -> Result<Self> {
+        let b = r.u8()?;
+        let ctx = match b {
+            0 => LeafCtx::None,
+            1 => {
+                let d = r.varint()?;
+                if d == 0 || d > u32::MAX as u64 {
+                    return Err(Error::corrupt("rans: bad context distance"));
+                }
+                LeafCtx::Back(d)
+            }
+            j => LeafCtx::Side(j - 2),
+        };
+        Ok(Rans { ctx })
+    }
+
+    fn side<'a>(&self, sib: &'a [Stream], n: usize) -> Result<Option<Vec<u16>>> {
+        match self.ctx {
+            LeafCtx::Side(j) => {
+                let s = sib
+                    .get(j as usize)
+                    .ok_or_else(|| Error::corrupt("rans: context sibling missing"))?;
+                if s.ty.bits > 16 || s.len() != n {
+                    return Err(Error::corrupt("rans: context sibling does not fit"));
+                }
+                Ok(Some(s.to_u16()))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    pub fn encode(&self, x: &Stream, sib: &[Stream], out: &mut Vec<u8>) -> Result<()> {
+        if x.is_empty() {
+            return Ok(());
+        }
+        let side = self.side(sib, x.len())?;
+        let ctx = match (self.ctx, &side) {
+            (LeafCtx::Back(d), _) => rans::Ctx::Back(d as usize),
+            (_, Some(s)) => rans::Ctx::Side(s),
+            _ => rans::Ctx::None,
+        };
+        let syms = x.to_u16();
+        rans::encode(&syms, ctx, out);
+        Ok(())
+    }
+
+    pub fn decode(&self, ty: Ty, n: usize, input: &[u8], sib: &[Stream]) -> Result<Stream> {
+        if n == 0 {
+            return Ok(Stream::with_capacity(ty, 0));
+        }
+        let side = self.side(sib, n)?;
+        let ctx = match (self.ctx, &side) {
+            (LeafCtx::Back(d), _) => rans::Ctx::Back(d as usize),
+            (_, Some(s)) => rans::Ctx::Side(s),
+            _ => rans::Ctx::None,
+        };
+        let mut out = Vec::with_capacity(n);
+        let used = rans::decode(input, n, ctx, &mut out)?;
+        if used != input.len() {
+            return Err(Error::corrupt("rans leaf: trailing bytes"));
+        }
+        check_range(ty, &out)?;
+        Ok(Stream::from_u16(ty, out))
+    }
+}
+
+fn check_range(ty: Ty, v: &[u16]) -> Result<()> {
+    let m = ty.mask();
+    if v.iter().any(|&s| s as u64 & !m != 0) {
+        return Err(Error::corrupt("entropy leaf: symbol does not fit its type"));
+    }
+    Ok(())
+}
+
+impl std::fmt::Display for Rans {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.ctx {
+            LeafCtx::None => write!(f, "rans"),
+            LeafCtx::Back(1) => write!(f, "rans(prev)"),
+            LeafCtx::Back(d) => write!(f, "rans(back {d})"),
+            LeafCtx::Side(j) => write!(f, "rans(side{j})"),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Huffman;
+
+impl Huffman {
+    pub const ID: u8 = 0x03;
+
+    pub fn encode(&self, x: &Stream, out: &mut Vec<u8>) {
+        if !x.is_empty() {
+            huffman::encode(&x.to_u16(), out);
+        }
+    }
+
+    pub fn decode(&self, ty: Ty, n: usize, input: &[u8]) -> Result<Stream> {
+        if n == 0 {
+            return Ok(Stream::with_capacity(ty, 0));
+        }
+        let mut out = Vec::with_capacity(n);
+        let used = huffman::decode(input, n, &mut out)?;
+        if used != input.len() {
+            return Err(Error::corrupt("huffman leaf: trailing bytes"));
+        }
+        check_range(ty, &out)?;
+        Ok(Stream::from_u16(ty, out))
+    }
+}
+
+/// Order-0 entropy of a stream in bytes: the optimistic cost estimate of an entropy leaf.
+pub fn entropy_estimate(x: &Stream) -> f64 {
+    if x.is_empty() {
+        return 0.0;
+    }
+    let mut counts = std::collections::HashMap::new();
+    for v in x.iter() {
+        *counts.entry(v).or_insert(0u64) += 1;
+    }
+    let n = x.len() as f64;
+    counts
+        .values()
+        .map(|&c| c as f64 * (n / c as f64).log2())
+        .sum::<f64>()
+        / 8.0
+}

@@ -1,0 +1,20 @@
+//! The operators of the DSL, one file each: type rule, encoder (forward), interpreter kernel
+//! (inverse), wire form with a permanent id, and cost. `super::Op` is the registry.
+
+pub mod copy;
+pub mod dict;
+pub mod entropy;
+pub mod fields;
+pub mod gen;
+pub mod lz;
+pub mod maps;
+pub mod planes;
+pub mod raw;
+pub mod region;
+pub mod scan;
+
+pub(crate) mod prelude {
+    pub use crate::coder::bitio::{put_varint, ByteReader};
+    pub use crate::dsl::stream::{Data, Stream, Ty};
+    pub use crate::error::{Error, Result};
+}

@@ -1,0 +1,85 @@
+//! `byteplanes` (id 0x11) and `bitplanes` (id 0x12): split words into planes, most significant
+//! first, so that a lower plane can be coded with the plane above it as context.
+
+use super::prelude::*;
+
+/// `byteplanes`: u(w) -> ceil(w/8) planes; all are u8 but the last, which holds the low `w - 8(P-1)` bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BytePlanes;
+
+impl BytePlanes {
+    pub const ID: u8 = 0x11;
+
+    /// (width, shift) of each plane, most significant first.
+    fn layout(w: u32) -> Vec<(u32, u32)> {
+        let p = w.div_ceil(8);
+        (0..p)
+            .map(|j| {
+                if j + 1 < p {
+                    (8, w - 8 * (j + 1))
+                } else {
+                    (w - 8 * (p - 1), 0)
+                }
+            })
+            .collect()
+    }
+
+    pub fn child_types(&self, ty: Ty) -> Result<Vec<Ty>> {
+        if ty.bits == 0 {
+            return Err(Error::corrupt("byteplanes of an empty type"));
+        }
+        Ok(Self::layout(ty.bits)
+            .into_iter()
+            .map(|(b, _)| Ty::u(b))
+            .collect())
+    }
+
+    pub fn forward(&self, x: &Stream) -> Vec<Stream> {
+        Self::layout(x.ty.bits)
+            .into_iter()
+            .map(|(b, sh)| {
+                let t = Ty::u(b);
+                let m = t.mask();
+                Stream::from_fn(t, x.len(), |i| (x.get(i) >> sh) & m)
+            })
+            .collect()
+    }
+
+    pub fn inverse(&self, ty: Ty, n: usize, parts: Vec<Stream>) -> Result<Stream> {
+        let lay = Self::layout(ty.bits);
+        Ok(Stream::from_fn(ty, n, |i| {
+            lay.iter()
+                .zip(&parts)
+                .fold(0u64, |acc, ((_, sh), p)| acc | (p.get(i) << sh))
+        }))
+    }
+}
+
+/// `bitplanes`: u(w) -> w streams of u1, most significant bit first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BitPlanes;
+
+impl BitPlanes {
+    pub const ID: u8 = 0x12;
+
+    pub fn child_types(&self, ty: Ty) -> Result<Vec<Ty>> {
+        Ok(vec![Ty::u(1); ty.bits as usize])
+    }
+
+    pub fn forward(&self, x: &Stream) -> Vec<Stream> {
+        let w = x.ty.bits;
+        (0..w)
+            .map(|j| Stream::from_fn(Ty::u(1), x.len(), |i| x.get(i) >> (w - 1 - j)))
+            .collect()
+    }
+
+    pub fn inverse(&self, ty: Ty, n: usize, parts: Vec<Stream>) -> Result<Stream> {
+        let w = ty.bits;
+        Ok(Stream::from_fn(ty, n, |i| {
+            parts
+                .iter()
+                .enumerate()
+                .fold(0u64, |acc, (j, p)| acc | (p.get(i) << (w - 1 - j as u32)))
+        }))
+    }
+}

@@ -1,0 +1,199 @@
+//! Streams: what flows between operators. A stream holds `n` unsigned words of `bits` bits
+//! (1..=64; 0 for an empty field), stored in the narrowest of u8/u16/u32/u64.
+
+use crate::error::{Error, Result};
+
+/// The type of a stream: unsigned words of `bits` bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Ty {
+    pub bits: u32,
+}
+
+impl Ty {
+    pub const fn u(bits: u32) -> Ty {
+        Ty { bits }
+    }
+    pub fn mask(self) -> u64 {
+        if self.bits >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << self.bits) - 1
+        }
+    }
+    /// Bytes of the container one word is stored in.
+    pub fn container_bytes(self) -> usize {
+        match self.bits {
+            0..=8 => 1,
+            9..=16 => 2,
+            17..=32 => 4,
+            _ => 8,
+        }
+    }
+}
+
+impl std::fmt::Display for Ty {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "u{}", self.bits)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Data {
+    U8(Vec<u8>),
+    U16(Vec<u16>),
+    U32(Vec<u32>),
+    U64(Vec<u64>),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stream {
+    pub ty: Ty,
+    pub data: Data,
+}
+
+impl Stream {
+    pub fn with_capacity(ty: Ty, n: usize) -> Stream {
+        let data = match ty.container_bytes() {
+            1 => Data::U8(Vec::with_capacity(n)),
+            2 => Data::U16(Vec::with_capacity(n)),
+            4 => Data::U32(Vec::with_capacity(n)),
+            _ => Data::U64(Vec::with_capacity(n)),
+        };
+        Stream { ty, data }
+    }
+
+    /// Builds a stream from a function of the index; values are masked to the type.
+    pub fn from_fn(ty: Ty, n: usize, mut f: impl FnMut(usize) -> u64) -> Stream {
+        let m = ty.mask();
+        let data = match ty.container_bytes() {
+            1 => Data::U8((0..n).map(|i| (f(i) & m) as u8).collect()),
+            2 => Data::U16((0..n).map(|i| (f(i) & m) as u16).collect()),
+            4 => Data::U32((0..n).map(|i| (f(i) & m) as u32).collect()),
+            _ => Data::U64((0..n).map(|i| f(i) & m).collect()),
+        };
+        Stream { ty, data }
+    }
+
+    pub fn from_iter(ty: Ty, it: impl Iterator<Item = u64>) -> Stream {
+        let mut s = Stream::with_capacity(ty, it.size_hint().0);
+        for v in it {
+            s.push(v);
+        }
+        s
+    }
+
+    #[inline]
+    pub fn push(&mut self, v: u64) {
+        match &mut self.data {
+            Data::U8(d) => d.push(v as u8),
+            Data::U16(d) => d.push(v as u16),
+            Data::U32(d) => d.push(v as u32),
+            Data::U64(d) => d.push(v),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match &self.data {
+            Data::U8(d) => d.len(),
+            Data::U16(d) => d.len(),
+            Data::U32(d) => d.len(),
+            Data::U64(d) => d.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    #[inline]
+    pub fn get(&self, i: usize) -> u64 {
+        match &self.data {
+            Data::U8(d) => d[i] as u64,
+            Data::U16(d) => d[i] as u64,
+            Data::U32(d) => d[i] as u64,
+            Data::U64(d) => d[i],
+        }
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = u64> + '_ {
+        (0..self.len()).map(move |i| self.get(i))
+    }
+
+    /// Words of at most 16 bits as u16 symbols (for the entropy coders).
+    pub fn to_u16(&self) -> Vec<u16> {
+        match &self.data {
+            Data::U16(d) => d.clone(),
+            Data::U8(d) => d.iter().map(|&v| v as u16).collect(),
+            _ => self.iter().map(|v| v as u16).collect(),
+        }
+    }
+
+    pub fn as_u16(&self) -> Option<&[u16]> {
+        match &self.data {
+            Data::U16(d) => Some(d),
+            _ => None,
+        }
+    }
+
+    pub fn from_u16(ty: Ty, v: Vec<u16>) -> Stream {
+        debug_assert!(ty.bits <= 16);
+        if ty.container_bytes() == 2 {
+            Stream {
+                ty,
+                data: Data::U16(v),
+            }
+        } else {
+            Stream {
+                ty,
+                data: Data::U8(v.into_iter().map(|x| x as u8).collect()),
+            }
+        }
+    }
+
+    /// Little-endian bytes of the containers.
+    pub fn to_le_bytes(&self) -> Vec<u8> {
+        match &self.data {
+            Data::U8(d) => d.clone(),
+            Data::U16(d) => d.iter().flat_map(|v| v.to_le_bytes()).collect(),
+            Data::U32(d) => d.iter().flat_map(|v| v.to_le_bytes()).collect(),
+            Data::U64(d) => d.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        }
+    }
+
+    /// Reads little-endian words of the type's container width from `bytes`.
+    pub fn from_le_bytes(ty: Ty, bytes: &[u8]) -> Result<Stream> {
+        let cb = ty.container_bytes();
+        if bytes.len() % cb != 0 {
+            return Err(Error::corrupt(
+                "byte length is not a multiple of the word size",
+            ));
+        }
+        let data = match cb {
+            1 => Data::U8(bytes.to_vec()),
+            2 => Data::U16(
+                bytes
+                    .chunks_exact(2)
+                    .map(|c| u16::from_le_bytes([c[0], c[1]]))
+                    .collect(),
+            ),
+            4 => Data::U32(
+                bytes
+                    .chunks_exact(4)
+                    .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+                    .collect(),
+            ),
+            _ => Data::U64(
+                bytes
+                    .chunks_exact(8)
+                    .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+                    .collect(),
+            ),
+        };
+        let s = Stream { ty, data };
+        let m = ty.mask();
+        if s.iter().any(|v| v & !m != 0) {
+            return Err(Error::corrupt("word does not fit its type"));
+        }
+        Ok(s)
+    }
+}
