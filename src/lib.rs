@@ -36,13 +36,15 @@ pub struct Options {
     pub sample_elems: usize,
 }
 
+impl Options {
+    fn clamped(&self) -> Options {
+        Options { chunk_bytes: self.chunk_bytes.clamp(1, container::MAX_CHUNK_BYTES as usize), ..self.clone() }
+    }
+}
+
 impl Default for Options {
     fn default() -> Self {
-        Options {
-            threads: 0,
-            chunk_bytes: 1 << 20,
-            sample_elems: 1 << 18,
-        }
+        Options { threads: 0, chunk_bytes: 1 << 20, sample_elems: 1 << 18 }
     }
 }
 
@@ -52,17 +54,13 @@ pub struct DecodeOptions {
     pub threads: usize,
     /// Largest output this call may allocate, in bytes.
     pub memory_limit: u64,
-    /// Verify chunk and whole-file checksums.
+    /// Verify the whole-file checksum (chunk and residue checksums are always verified).
     pub verify: bool,
 }
 
 impl Default for DecodeOptions {
     fn default() -> Self {
-        DecodeOptions {
-            threads: 0,
-            memory_limit: 1 << 40,
-            verify: true,
-        }
+        DecodeOptions { threads: 0, memory_limit: 1 << 40, verify: true }
     }
 }
 
@@ -85,10 +83,20 @@ struct Job<'a> {
 
 /// Compresses any file; safetensors files get a program per tensor.
 pub fn compress(input: &[u8], opts: &Options) -> Result<Vec<u8>> {
-    pool(opts.threads)?.install(|| compress_in_pool(input, opts))
+    pool(opts.threads)?.install(|| compress_in_pool(input, &opts.clamped(), None))
 }
 
-fn compress_in_pool(input: &[u8], opts: &Options) -> Result<Vec<u8>> {
+/// A caller-supplied program for tensor `i` (None: let the chooser decide).
+pub type ProgramOverride<'a> = &'a (dyn Fn(usize, &synth::TensorView) -> Option<dsl::Node> + Sync);
+
+/// Like [`compress`], but lets the caller impose programs (used to build golden archives that
+/// exercise every operator, and by tests). A program that does not apply to its tensor is an error.
+#[doc(hidden)]
+pub fn compress_with_programs(input: &[u8], opts: &Options, programs: ProgramOverride) -> Result<Vec<u8>> {
+    pool(opts.threads)?.install(|| compress_in_pool(input, &opts.clamped(), Some(programs)))
+}
+
+fn compress_in_pool(input: &[u8], opts: &Options, forced: Option<ProgramOverride>) -> Result<Vec<u8>> {
     let jobs: Vec<Job> = match tensor::safetensors::layout(input) {
         Ok(spans) => spans
             .into_iter()
@@ -133,27 +141,27 @@ fn compress_in_pool(input: &[u8], opts: &Options) -> Result<Vec<u8>> {
         })
         .collect();
 
-    let programs: Vec<dsl::Node> = jobs
+    let programs: Vec<(dsl::Node, bool)> = jobs
         .par_iter()
         .zip(&dup_of)
-        .map(|(j, dup)| {
+        .enumerate()
+        .map(|(i, (j, dup))| {
+            let view = synth::TensorView { dtype: &j.dtype, shape: &j.shape, word_bits: j.word_bits, bytes: j.bytes };
+            if let Some(p) = forced.and_then(|f| f(i, &view)) {
+                return (p, true);
+            }
             if let Some(k) = dup {
-                return dsl::build::copy(*k as u32);
+                return (dsl::build::copy(*k as u32), true);
             }
             let word_bytes = (j.word_bits / 8) as usize;
             let so = synth::SearchOptions {
                 chunk_elems: (opts.chunk_bytes / word_bytes).max(1),
                 sample_elems: opts.sample_elems,
             };
-            let view = synth::TensorView {
-                dtype: &j.dtype,
-                shape: &j.shape,
-                word_bits: j.word_bits,
-                bytes: j.bytes,
-            };
-            synth::choose(&view, &so)
+            (synth::choose(&view, &so), false)
         })
         .collect();
+    let (programs, pinned): (Vec<dsl::Node>, Vec<bool>) = programs.into_iter().unzip();
 
     // Chunk jobs, in index order.
     let mut work: Vec<(usize, usize, usize)> = Vec::new(); // (tensor, byte start, byte end)
@@ -193,6 +201,9 @@ fn compress_in_pool(input: &[u8], opts: &Options) -> Result<Vec<u8>> {
         let mut failed = vec![false; jobs.len()];
         for (w, p) in work.iter().zip(&payloads) {
             if let Err(Error::Invalid(_)) = p {
+                if pinned[w.0] {
+                    return Err(Error::invalid(format!("the program given for tensor {} does not apply", w.0)));
+                }
                 failed[w.0] = true;
             }
         }
@@ -206,8 +217,7 @@ fn compress_in_pool(input: &[u8], opts: &Options) -> Result<Vec<u8>> {
             .map(|(&(i, s, e), p)| {
                 if failed[i] {
                     let j = &jobs[i];
-                    let stream =
-                        dsl::Stream::from_le_bytes(dsl::Ty::u(j.word_bits), &j.bytes[s..e])?;
+                    let stream = dsl::Stream::from_le_bytes(dsl::Ty::u(j.word_bits), &j.bytes[s..e])?;
                     let mut out = Vec::new();
                     programs[i].encode(&stream, &[], &mut out)?;
                     Ok(out)
@@ -228,11 +238,8 @@ fn compress_in_pool(input: &[u8], opts: &Options) -> Result<Vec<u8>> {
     residue.extend_from_slice(&input[pos..]);
     let mut blob = Vec::new();
     coder::zstd_encode(&residue, 19, &mut blob)?;
-    let (codec, blob) = if blob.len() < residue.len() {
-        (ResidueCodec::Zstd, blob)
-    } else {
-        (ResidueCodec::Raw, residue.clone())
-    };
+    let (codec, blob) =
+        if blob.len() < residue.len() { (ResidueCodec::Zstd, blob) } else { (ResidueCodec::Raw, residue.clone()) };
 
     let mut offset = (container::HEADER_LEN + blob.len()) as u64;
     let mut tensors = Vec::with_capacity(jobs.len());
@@ -274,6 +281,13 @@ fn compress_in_pool(input: &[u8], opts: &Options) -> Result<Vec<u8>> {
     };
     let out = container::write_archive(&index, &blob, &payloads);
     payloads.clear();
+    if forced.is_some() {
+        // Imposed programs are not checked by the chooser (generators, copies): decode to prove them.
+        let back = Archive::open(&out)?.decompress(&DecodeOptions::default());
+        if !matches!(&back, Ok(b) if b == input) {
+            return Err(Error::invalid("an imposed program does not reproduce its tensor"));
+        }
+    }
     Ok(out)
 }
 
@@ -292,6 +306,7 @@ pub fn decompress_with(archive: &[u8], opts: &DecodeOptions) -> Result<Vec<u8>> 
 pub struct Archive<'a> {
     bytes: &'a [u8],
     index: Index,
+    memory_limit: u64,
 }
 
 /// What the index says about one tensor.
@@ -308,10 +323,12 @@ pub struct TensorInfo<'a> {
 
 impl<'a> Archive<'a> {
     pub fn open(bytes: &'a [u8]) -> Result<Archive<'a>> {
-        Ok(Archive {
-            bytes,
-            index: container::read_index(bytes)?,
-        })
+        Ok(Archive { bytes, index: container::read_index(bytes)?, memory_limit: DecodeOptions::default().memory_limit })
+    }
+
+    /// Largest tensor [`Archive::decode_tensor`] may allocate, in bytes.
+    pub fn set_memory_limit(&mut self, bytes: u64) {
+        self.memory_limit = bytes;
     }
 
     pub fn index(&self) -> &Index {
@@ -350,17 +367,9 @@ impl<'a> Archive<'a> {
     /// Decodes one tensor into `out`, which must be exactly its size; reads only its own chunks
     /// (and those of a tensor it copies).
     pub fn decode_tensor_into(&self, i: usize, out: &mut [u8]) -> Result<()> {
-        let t = self
-            .index
-            .tensors
-            .get(i)
-            .ok_or_else(|| Error::invalid("no such tensor"))?;
+        let t = self.index.tensors.get(i).ok_or_else(|| Error::invalid("no such tensor"))?;
         if out.len() as u64 != t.nbytes {
-            return Err(Error::invalid(format!(
-                "buffer holds {} bytes; the tensor has {}",
-                out.len(),
-                t.nbytes
-            )));
+            return Err(Error::invalid(format!("buffer holds {} bytes; the tensor has {}", out.len(), t.nbytes)));
         }
         let wb = t.word_bytes() as usize;
         let mut rest = out;
@@ -377,11 +386,13 @@ impl<'a> Archive<'a> {
     }
 
     pub fn decode_tensor(&self, i: usize) -> Result<Vec<u8>> {
-        let t = self
-            .index
-            .tensors
-            .get(i)
-            .ok_or_else(|| Error::invalid("no such tensor"))?;
+        let t = self.index.tensors.get(i).ok_or_else(|| Error::invalid("no such tensor"))?;
+        if t.nbytes > self.memory_limit {
+            return Err(Error::Limit(format!(
+                "tensor {:?} has {} bytes, above the memory limit of {} bytes",
+                t.name, t.nbytes, self.memory_limit
+            )));
+        }
         let mut v = vec![0u8; t.nbytes as usize];
         self.decode_tensor_into(i, &mut v)?;
         Ok(v)
@@ -404,15 +415,12 @@ impl<'a> Archive<'a> {
     /// Rebuilds the whole original file into `out` (exactly its size).
     pub fn decompress_into(&self, out: &mut [u8], opts: &DecodeOptions) -> Result<()> {
         if out.len() as u64 != self.index.original_size {
-            return Err(Error::invalid(
-                "output buffer does not have the original size",
-            ));
+            return Err(Error::invalid("output buffer does not have the original size"));
         }
         let residue = container::decode_residue(self.bytes, &self.index)?;
         let mut rpos = 0usize;
         for (off, len) in self.index.residue_spans() {
-            out[off as usize..(off + len) as usize]
-                .copy_from_slice(&residue[rpos..rpos + len as usize]);
+            out[off as usize..(off + len) as usize].copy_from_slice(&residue[rpos..rpos + len as usize]);
             rpos += len as usize;
         }
         // Split the output into one slice per chunk, in file order.
@@ -432,9 +440,9 @@ impl<'a> Archive<'a> {
             }
         }
         pool(opts.threads)?.install(|| {
-            slices.into_par_iter().try_for_each(|(t, c, buf)| {
-                container::decode_chunk(self.bytes, &self.index, t, c, buf)
-            })
+            slices
+                .into_par_iter()
+                .try_for_each(|(t, c, buf)| container::decode_chunk(self.bytes, &self.index, t, c, buf))
         })?;
         if opts.verify && xxh3_64(out) != self.index.original_hash {
             return Err(Error::Checksum("whole file".into()));

@@ -14,11 +14,7 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 #[derive(Parser)]
-#[command(
-    name = "brevis",
-    version,
-    about = "Lossless checkpoint compression by program synthesis"
-)]
+#[command(name = "brevis", version, about = "Lossless checkpoint compression by program synthesis")]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -68,10 +64,7 @@ enum Cmd {
     /// Show each tensor's program, sizes and bits per element.
     Inspect { archive: PathBuf },
     /// Check every checksum; with ORIGINAL, also compare the restored bytes with it.
-    Verify {
-        archive: PathBuf,
-        original: Option<PathBuf>,
-    },
+    Verify { archive: PathBuf, original: Option<PathBuf> },
 }
 
 /// The temporary output being written, removed by the Ctrl-C handler.
@@ -97,19 +90,14 @@ fn main() -> ExitCode {
 
 /// Maps the input read-only. The file must not change while it is mapped.
 fn read_input(path: &Path) -> Result<Input, String> {
-    let f =
-        std::fs::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-    let len = f
-        .metadata()
-        .map_err(|e| format!("cannot stat {}: {e}", path.display()))?
-        .len();
+    let f = std::fs::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    let len = f.metadata().map_err(|e| format!("cannot stat {}: {e}", path.display()))?.len();
     if len == 0 {
         return Ok(Input::Empty);
     }
     // SAFETY: the map is read-only and private to this process; like zstd and every mmap-based
     // tool, we rely on the file not being truncated by another process while we read it.
-    let map = unsafe { memmap2::Mmap::map(&f) }
-        .map_err(|e| format!("cannot map {}: {e}", path.display()))?;
+    let map = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| format!("cannot map {}: {e}", path.display()))?;
     Ok(Input::Map(map))
 }
 
@@ -141,15 +129,10 @@ fn write_atomic(out: &Path, force: bool, data: &[u8]) -> Result<(), String> {
         .map_err(|e| format!("cannot create a temporary file in {}: {e}", dir.display()))?;
     *PENDING.lock().unwrap() = Some(tmp.path().to_path_buf());
     let res = (|| {
-        tmp.write_all(data)
-            .map_err(|e| format!("cannot write {}: {e}", out.display()))?;
-        tmp.as_file()
-            .sync_all()
-            .map_err(|e| format!("cannot sync {}: {e}", out.display()))?;
+        tmp.write_all(data).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
+        tmp.as_file().sync_all().map_err(|e| format!("cannot sync {}: {e}", out.display()))?;
         if force {
-            tmp.persist(out)
-                .map(|_| ())
-                .map_err(|e| format!("cannot create {}: {}", out.display(), e.error))
+            tmp.persist(out).map(|_| ()).map_err(|e| format!("cannot create {}: {}", out.display(), e.error))
         } else {
             tmp.persist_noclobber(out).map(|_| ()).map_err(|e| {
                 if e.error.kind() == std::io::ErrorKind::AlreadyExists {
@@ -167,10 +150,7 @@ fn write_atomic(out: &Path, force: bool, data: &[u8]) -> Result<(), String> {
 fn check_output(input: &Path, out: &Path, force: bool) -> Result<(), String> {
     if out.exists() {
         if !force {
-            return Err(format!(
-                "{} already exists; use -f to overwrite",
-                out.display()
-            ));
+            return Err(format!("{} already exists; use -f to overwrite", out.display()));
         }
         if let (Ok(a), Ok(b)) = (std::fs::canonicalize(input), std::fs::canonicalize(out)) {
             if a == b {
@@ -187,13 +167,7 @@ fn mb(n: u64) -> String {
 
 fn run(cli: Cli) -> Result<ExitCode, String> {
     match cli.cmd {
-        Cmd::Compress {
-            input,
-            output,
-            force,
-            chunk_size,
-            common,
-        } => {
+        Cmd::Compress { input, output, force, chunk_size, common } => {
             let out = output.unwrap_or_else(|| {
                 let mut s = input.clone().into_os_string();
                 s.push(".brv");
@@ -205,29 +179,17 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 return Err("--chunk-size must be positive".into());
             }
             if !common.quiet && data.len() > 64 << 20 {
-                eprint!(
-                    "brevis: compressing {} ({})...\r",
-                    input.display(),
-                    mb(data.len() as u64)
-                );
+                eprint!("brevis: compressing {} ({})...\r", input.display(), mb(data.len() as u64));
             }
             let t0 = Instant::now();
-            let opts = brevis::Options {
-                threads: common.threads,
-                chunk_bytes: chunk_size,
-                ..Default::default()
-            };
+            let opts = brevis::Options { threads: common.threads, chunk_bytes: chunk_size, ..Default::default() };
             let archive = brevis::compress(&data, &opts).map_err(|e| e.to_string())?;
             write_atomic(&out, force, &archive)?;
             if common.verbose {
                 print_programs(&archive)?;
             }
             if !common.quiet {
-                let pct = if data.is_empty() {
-                    0.0
-                } else {
-                    100.0 * archive.len() as f64 / data.len() as f64
-                };
+                let pct = if data.is_empty() { 0.0 } else { 100.0 * archive.len() as f64 / data.len() as f64 };
                 eprintln!(
                     "{}: {} -> {} ({pct:.2}%) in {:.2} s => {}",
                     input.display(),
@@ -239,33 +201,19 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Cmd::Decompress {
-            input,
-            output,
-            force,
-            common,
-        } => {
+        Cmd::Decompress { input, output, force, common } => {
             let out = match output {
                 Some(o) => o,
                 None => match input.to_str().and_then(|s| s.strip_suffix(".brv")) {
                     Some(s) if !s.is_empty() => PathBuf::from(s),
-                    _ => {
-                        return Err(format!(
-                            "{} does not end in .brv; give the output with -o",
-                            input.display()
-                        ))
-                    }
+                    _ => return Err(format!("{} does not end in .brv; give the output with -o", input.display())),
                 },
             };
             check_output(&input, &out, force)?;
             let data = read_input(&input)?;
             let t0 = Instant::now();
-            let opts = brevis::DecodeOptions {
-                threads: common.threads,
-                ..Default::default()
-            };
-            let original = brevis::decompress_with(&data, &opts)
-                .map_err(|e| format!("{}: {e}", input.display()))?;
+            let opts = brevis::DecodeOptions { threads: common.threads, ..Default::default() };
+            let original = brevis::decompress_with(&data, &opts).map_err(|e| format!("{}: {e}", input.display()))?;
             write_atomic(&out, force, &original)?;
             if !common.quiet {
                 eprintln!(
@@ -286,28 +234,15 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
         }
         Cmd::Verify { archive, original } => {
             let data = read_input(&archive)?;
-            let restored =
-                brevis::decompress(&data).map_err(|e| format!("{}: {e}", archive.display()))?;
+            let restored = brevis::decompress(&data).map_err(|e| format!("{}: {e}", archive.display()))?;
             if let Some(orig) = original {
                 let o = read_input(&orig)?;
                 if *o != restored[..] {
-                    let at = o
-                        .iter()
-                        .zip(&restored)
-                        .position(|(a, b)| a != b)
-                        .unwrap_or(o.len().min(restored.len()));
-                    return Err(format!(
-                        "{} differs from {} at byte {at}",
-                        archive.display(),
-                        orig.display()
-                    ));
+                    let at = o.iter().zip(&restored).position(|(a, b)| a != b).unwrap_or(o.len().min(restored.len()));
+                    return Err(format!("{} differs from {} at byte {at}", archive.display(), orig.display()));
                 }
             }
-            println!(
-                "{}: OK ({} restored, all checksums match)",
-                archive.display(),
-                mb(restored.len() as u64)
-            );
+            println!("{}: OK ({} restored, all checksums match)", archive.display(), mb(restored.len() as u64));
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -325,12 +260,8 @@ fn print_programs(archive: &[u8]) -> Result<(), String> {
     );
     for i in 0..a.len() {
         let t = a.info(i).unwrap();
-        let elems: u64 = t.shape.iter().product::<u64>().max(1);
-        let bpe = if t.nbytes == 0 {
-            0.0
-        } else {
-            t.compressed_bytes as f64 * 8.0 / elems as f64
-        };
+        let elems: u64 = t.shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).unwrap_or(u64::MAX).max(1);
+        let bpe = if t.nbytes == 0 { 0.0 } else { t.compressed_bytes as f64 * 8.0 / elems as f64 };
         let _ = writeln!(
             stdout,
             "{:<48} {:<8} {:<16} {:>12} {:>12} {:>7.3}  {}",

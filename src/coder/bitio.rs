@@ -82,12 +82,7 @@ pub struct BitReader<'a> {
 
 impl<'a> BitReader<'a> {
     pub fn new(data: &'a [u8]) -> Self {
-        Self {
-            data,
-            pos: 0,
-            acc: 0,
-            n: 0,
-        }
+        Self { data, pos: 0, acc: 0, n: 0 }
     }
 
     #[inline]
@@ -188,10 +183,7 @@ impl<'a> ByteReader<'a> {
     }
 
     pub fn u8(&mut self) -> Result<u8> {
-        let b = *self
-            .data
-            .get(self.pos)
-            .ok_or_else(|| Error::corrupt("unexpected end of data"))?;
+        let b = *self.data.get(self.pos).ok_or_else(|| Error::corrupt("unexpected end of data"))?;
         self.pos += 1;
         Ok(b)
     }
@@ -256,9 +248,8 @@ mod tests {
     #[test]
     fn bits_and_gamma_round_trip() {
         let mut w = BitWriter::new();
-        let vals: Vec<(u64, u32)> = (0..500u64)
-            .map(|i| ((i * 2654435761) & ((1 << (i % 57)) - 1), (i % 57) as u32))
-            .collect();
+        let vals: Vec<(u64, u32)> =
+            (0..500u64).map(|i| ((i * 2654435761) & ((1 << (i % 57)) - 1), (i % 57) as u32)).collect();
         for &(v, b) in &vals {
             w.put(v, b);
             w.gamma(v + 1);

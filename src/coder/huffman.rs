@@ -105,12 +105,7 @@ fn limited_lengths(w: &[u64]) -> Vec<u8> {
     for (i, &o) in order.iter().enumerate() {
         lens[o as usize] = sorted_lens[i];
     }
-    debug_assert_eq!(
-        lens.iter()
-            .map(|&l| 1u64 << (MAX_LEN - u32::from(l)))
-            .sum::<u64>(),
-        TABLE_SIZE as u64
-    );
+    debug_assert_eq!(lens.iter().map(|&l| 1u64 << (MAX_LEN - u32::from(l))).sum::<u64>(), TABLE_SIZE as u64);
     lens
 }
 
@@ -166,11 +161,7 @@ fn package_merge(leaves: &[u64]) -> Vec<u8> {
         let mut f = Vec::with_capacity(cap);
         let (mut a, mut b) = (0usize, 0usize);
         while next.len() < cap && (a < n || b < packages) {
-            let pw = if b < packages {
-                cur[2 * b].saturating_add(cur[2 * b + 1])
-            } else {
-                u64::MAX
-            };
+            let pw = if b < packages { cur[2 * b].saturating_add(cur[2 * b + 1]) } else { u64::MAX };
             if a < n && leaves[a] <= pw {
                 next.push(leaves[a]);
                 f.push(true);
@@ -244,12 +235,7 @@ fn plan(hist: &[(u16, u64)]) -> Plan {
     if m == 1 {
         let syms = vec![hist[0].0];
         let bits = table_bits(&syms, &[]);
-        return Plan {
-            syms,
-            lens: Vec::new(),
-            esc: false,
-            bits,
-        };
+        return Plan { syms, lens: Vec::new(), esc: false, bits };
     }
     if m <= MAX_LEAVES {
         let w: Vec<u64> = hist.iter().map(|&(_, c)| c).collect();
@@ -257,18 +243,12 @@ fn plan(hist: &[(u16, u64)]) -> Plan {
         let syms: Vec<u16> = hist.iter().map(|&(s, _)| s).collect();
         let data: u64 = w.iter().zip(&lens).map(|(&c, &l)| c * u64::from(l)).sum();
         let bits = table_bits(&syms, &lens) + data;
-        return Plan {
-            syms,
-            lens,
-            esc: false,
-            bits,
-        };
+        return Plan { syms, lens, esc: false, bits };
     }
     // Too many distinct symbols: code the most frequent directly, escape the rest. Indices into
     // `hist` by count descending, then symbol ascending.
     let mut order: Vec<u32> = (0..m as u32).collect();
-    let by_count_desc =
-        |a: &u32, b: &u32| hist[*b as usize].1.cmp(&hist[*a as usize].1).then(a.cmp(b));
+    let by_count_desc = |a: &u32, b: &u32| hist[*b as usize].1.cmp(&hist[*a as usize].1).then(a.cmp(b));
     let top = ESC_CANDIDATES[0];
     order.select_nth_unstable_by(top, by_count_desc);
     order[..top].sort_unstable_by(by_count_desc);
@@ -281,20 +261,10 @@ fn plan(hist: &[(u16, u64)]) -> Plan {
         w.push(esc_w);
         let lens = limited_lengths(&w);
         let syms: Vec<u16> = top.iter().map(|&i| hist[i as usize].0).collect();
-        let data: u64 = w
-            .iter()
-            .zip(&lens)
-            .map(|(&c, &l)| c * u64::from(l))
-            .sum::<u64>()
-            + esc_w * u64::from(ESC_BITS);
+        let data: u64 = w.iter().zip(&lens).map(|(&c, &l)| c * u64::from(l)).sum::<u64>() + esc_w * u64::from(ESC_BITS);
         let bits = table_bits(&syms, &lens) + data;
         if best.as_ref().map_or(true, |b| bits < b.bits) {
-            best = Some(Plan {
-                syms,
-                lens,
-                esc: true,
-                bits,
-            });
+            best = Some(Plan { syms, lens, esc: true, bits });
         }
     }
     best.expect("at least one candidate")
@@ -312,12 +282,8 @@ pub fn encode(symbols: &[u16], out: &mut Vec<u8>) {
     for &s in symbols {
         counts[s as usize] += 1;
     }
-    let hist: Vec<(u16, u64)> = counts
-        .iter()
-        .enumerate()
-        .filter(|&(_, &c)| c > 0)
-        .map(|(s, &c)| (s as u16, c))
-        .collect();
+    let hist: Vec<(u16, u64)> =
+        counts.iter().enumerate().filter(|&(_, &c)| c > 0).map(|(s, &c)| (s as u16, c)).collect();
     let plan = plan(&hist);
 
     let mut w = BitWriter::new();
@@ -422,10 +388,7 @@ pub fn decode(input: &[u8], n: usize, out: &mut Vec<u16>) -> Result<usize> {
     if n == 0 {
         return Ok(0);
     }
-    let mut r = TableReader {
-        r: BitReader::new(input),
-        bits: 0,
-    };
+    let mut r = TableReader { r: BitReader::new(input), bits: 0 };
     let k = r.gamma()?;
     if k > ALPHABET as u64 {
         return Err(Error::corrupt("huffman: too many table symbols"));
@@ -434,9 +397,7 @@ pub fn decode(input: &[u8], n: usize, out: &mut Vec<u16>) -> Result<usize> {
     let esc = r.get(1)? == 1;
     let leaves = k + usize::from(esc);
     if leaves > MAX_LEAVES {
-        return Err(Error::corrupt(
-            "huffman: more code leaves than the length limit allows",
-        ));
+        return Err(Error::corrupt("huffman: more code leaves than the length limit allows"));
     }
     let mut syms = Vec::with_capacity(k);
     let mut prev = -1i64;
@@ -452,8 +413,7 @@ pub fn decode(input: &[u8], n: usize, out: &mut Vec<u16>) -> Result<usize> {
     if leaves == 1 {
         // Zero-length code: every symbol is the one table symbol.
         let consumed = r.bits.div_ceil(8) as usize;
-        out.try_reserve(n)
-            .map_err(|_| Error::corrupt("huffman: symbol count too large"))?;
+        out.try_reserve(n).map_err(|_| Error::corrupt("huffman: symbol count too large"))?;
         out.extend(std::iter::repeat(syms[0]).take(n));
         return Ok(consumed);
     }
@@ -488,11 +448,7 @@ pub fn decode(input: &[u8], n: usize, out: &mut Vec<u16>) -> Result<usize> {
     let codes = canonical_codes(&lens);
     let mut table = [0u32; TABLE_SIZE];
     for (i, (&l, &c)) in lens.iter().zip(&codes).enumerate() {
-        let entry = if i < k {
-            (u32::from(syms[i]) << 16) | u32::from(l)
-        } else {
-            ENTRY_ESC | u32::from(l)
-        };
+        let entry = if i < k { (u32::from(syms[i]) << 16) | u32::from(l) } else { ENTRY_ESC | u32::from(l) };
         for slot in table.iter_mut().skip(c as usize).step_by(1 << l) {
             *slot = entry;
         }
@@ -528,17 +484,10 @@ struct Bits<'a> {
 
 impl<'a> Bits<'a> {
     fn new(data: &'a [u8], start_bit: usize) -> Result<Self> {
-        let mut b = Bits {
-            data,
-            pos: start_bit / 8,
-            buf: 0,
-            count: 0,
-        };
+        let mut b = Bits { data, pos: start_bit / 8, buf: 0, count: 0 };
         let skip = (start_bit % 8) as u32;
         if skip > 0 {
-            let byte = *data
-                .get(b.pos)
-                .ok_or_else(|| Error::corrupt("huffman: bit stream ends early"))?;
+            let byte = *data.get(b.pos).ok_or_else(|| Error::corrupt("huffman: bit stream ends early"))?;
             b.buf = u64::from(byte) >> skip;
             b.count = 8 - skip;
             b.pos += 1;
@@ -596,10 +545,7 @@ fn decode_stream(
     let mut bits = Bits::new(data, start_bit)?;
     let max_len = lens.iter().copied().max().unwrap_or(0);
     // Mean code length under the distribution the code is optimal for, in 1/4096 bits.
-    let implied: u64 = lens
-        .iter()
-        .map(|&l| u64::from(l) << (MAX_LEN - u32::from(l)))
-        .sum();
+    let implied: u64 = lens.iter().map(|&l| u64::from(l) << (MAX_LEN - u32::from(l))).sum();
     let done = if esc {
         fast_escape(&mut bits, table, dst)
     } else if dst.len() >= PAIR_MIN && implied <= 7 * TABLE_SIZE as u64 {
@@ -638,11 +584,7 @@ fn decode_stream(
 
 /// `G` symbols per refill; `G * max code length <= 56`. Returns the symbols decoded.
 #[inline(never)]
-fn fast_single<const G: usize>(
-    bits: &mut Bits,
-    table: &[u32; TABLE_SIZE],
-    dst: &mut [u16],
-) -> usize {
+fn fast_single<const G: usize>(bits: &mut Bits, table: &[u32; TABLE_SIZE], dst: &mut [u16]) -> usize {
     let mut done = 0;
     for c in dst.chunks_exact_mut(G) {
         if !bits.can_refill_fast() {
@@ -695,10 +637,7 @@ fn fast_pairs(bits: &mut Bits, table: &[u32; TABLE_SIZE], dst: &mut [u16]) -> us
         let e1 = table[idx >> l0];
         let l1 = e1 & 0xFF;
         *p = if l0 + l1 <= MAX_LEN {
-            u64::from(e0 >> 16)
-                | (u64::from(e1 >> 16) << 16)
-                | (u64::from(l0 + l1) << 32)
-                | (2 << 40)
+            u64::from(e0 >> 16) | (u64::from(e1 >> 16) << 16) | (u64::from(l0 + l1) << 32) | (2 << 40)
         } else {
             u64::from(e0 >> 16) | (u64::from(l0) << 32) | (1 << 40)
         };
@@ -741,12 +680,7 @@ mod tests {
         for &s in symbols {
             counts[s as usize] += 1;
         }
-        counts
-            .iter()
-            .enumerate()
-            .filter(|&(_, &c)| c > 0)
-            .map(|(s, &c)| (s as u16, c))
-            .collect()
+        counts.iter().enumerate().filter(|&(_, &c)| c > 0).map(|(s, &c)| (s as u16, c)).collect()
     }
 
     /// Encodes, checks the size prediction, decodes (with a prefix and trailing bytes around the
@@ -799,11 +733,7 @@ mod tests {
         for n in [1usize, 2, 1000] {
             let syms = vec![4242u16; n];
             let enc = round_trip(&syms);
-            assert!(
-                enc.len() <= 4,
-                "zero-length code: table only, got {}",
-                enc.len()
-            );
+            assert!(enc.len() <= 4, "zero-length code: table only, got {}", enc.len());
             truncations(&syms, &enc);
         }
         let enc = round_trip(&[65535]);
@@ -827,15 +757,7 @@ mod tests {
     fn two_symbols() {
         let mut rng = Rng(1);
         for n in [2usize, 3, 17, 1000, 100_001] {
-            let syms: Vec<u16> = (0..n)
-                .map(|i| {
-                    if i == 0 || rng.below(10) == 0 {
-                        65535
-                    } else {
-                        3
-                    }
-                })
-                .collect();
+            let syms: Vec<u16> = (0..n).map(|i| if i == 0 || rng.below(10) == 0 { 65535 } else { 3 }).collect();
             let enc = round_trip(&syms);
             let table = 10;
             assert!(enc.len() <= (n + table * 8).div_ceil(8) + 1);
@@ -917,17 +839,14 @@ mod tests {
 
     #[test]
     fn package_merge_matches_huffman_when_the_limit_is_slack() {
-        let cost =
-            |w: &[u64], l: &[u8]| -> u64 { w.iter().zip(l).map(|(&a, &l)| a * u64::from(l)).sum() };
+        let cost = |w: &[u64], l: &[u8]| -> u64 { w.iter().zip(l).map(|(&a, &l)| a * u64::from(l)).sum() };
         let kraft = |l: &[u8]| -> u64 { l.iter().map(|&l| 1u64 << (MAX_LEN - u32::from(l))).sum() };
         let mut rng = Rng(6);
         let mut limited = 0;
         for round in 0..400 {
             let n = 2 + rng.below(if round % 4 == 0 { 3000 } else { 60 }) as usize;
             let spread = 1 + rng.below(40);
-            let mut w: Vec<u64> = (0..n)
-                .map(|_| 1 + (rng.next() >> (24 + rng.below(spread))))
-                .collect();
+            let mut w: Vec<u64> = (0..n).map(|_| 1 + (rng.next() >> (24 + rng.below(spread)))).collect();
             w.sort_unstable();
             let pm = package_merge(&w);
             assert_eq!(kraft(&pm), TABLE_SIZE as u64);
@@ -960,9 +879,7 @@ mod tests {
         let enc = round_trip(&syms);
         assert!(enc.len() < syms.len() * 2);
         // 4097 distinct symbols, fairly flat.
-        let syms: Vec<u16> = (0..100_000)
-            .map(|i| ((i * 7919) % 4097) as u16 * 3)
-            .collect();
+        let syms: Vec<u16> = (0..100_000).map(|i| ((i * 7919) % 4097) as u16 * 3).collect();
         round_trip(&syms);
         let syms: Vec<u16> = (0..30_000).map(|_| rng.next() as u16).collect();
         let enc = round_trip(&syms);
@@ -982,15 +899,8 @@ mod tests {
         // loops of 7..4 symbols per refill); small skewed ones take the two-symbol table when long.
         for m in [2u64, 5, 40, 256, 300, 600, 1100, 2100, 4000] {
             for n in [1usize, 7, 8, 9, 100, 2047, 2048, 2049, 20_000] {
-                let syms: Vec<u16> = (0..n)
-                    .map(|i| {
-                        if (i as u64) < m {
-                            i as u16
-                        } else {
-                            rng.below(m) as u16
-                        }
-                    })
-                    .collect();
+                let syms: Vec<u16> =
+                    (0..n).map(|i| if (i as u64) < m { i as u16 } else { rng.below(m) as u16 }).collect();
                 round_trip(&syms);
                 let skewed: Vec<u16> = (0..n)
                     .map(|_| {
@@ -1007,9 +917,7 @@ mod tests {
 
     #[test]
     fn exactly_4096_distinct() {
-        let syms: Vec<u16> = (0..50_000u32)
-            .map(|i| (i.wrapping_mul(2654435761u32) >> 20) as u16 * 16)
-            .collect();
+        let syms: Vec<u16> = (0..50_000u32).map(|i| (i.wrapping_mul(2654435761u32) >> 20) as u16 * 16).collect();
         assert_eq!(histogram(&syms).len(), 4096);
         round_trip(&syms);
     }

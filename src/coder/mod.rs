@@ -46,24 +46,20 @@ pub fn unpack(input: &[u8], n: usize, bits: u32, mut sink: impl FnMut(u64)) -> R
     Ok(len)
 }
 
-/// zstd on a byte stream (the LZ leaf for long repeats).
+/// zstd on a byte stream (the LZ leaf for long repeats): one zstd frame, appended to `out`.
 pub fn zstd_encode(bytes: &[u8], level: i32, out: &mut Vec<u8>) -> Result<()> {
-    let c = zstd::bulk::compress(bytes, level)?;
-    bitio::put_bytes(out, &c);
+    out.extend_from_slice(&zstd::bulk::compress(bytes, level)?);
     Ok(())
 }
 
-pub fn zstd_decode(input: &[u8], n: usize) -> Result<(Vec<u8>, usize)> {
-    let mut r = bitio::ByteReader::new(input);
-    let c = r.bytes()?;
+/// Decodes `input` (exactly one zstd frame) into exactly `n` bytes.
+pub fn zstd_decode(input: &[u8], n: usize) -> Result<Vec<u8>> {
     let mut out = Vec::with_capacity(n);
     let mut dec = zstd::bulk::Decompressor::new()?;
     // `decompress_to_buffer` never writes past the capacity: a forged frame cannot grow memory.
-    let got = dec
-        .decompress_to_buffer(c, &mut out)
-        .map_err(|e| Error::corrupt(format!("zstd leaf: {e}")))?;
+    let got = dec.decompress_to_buffer(input, &mut out).map_err(|e| Error::corrupt(format!("zstd: {e}")))?;
     if got != n {
-        return Err(Error::corrupt("zstd leaf: wrong decoded length"));
+        return Err(Error::corrupt("zstd: wrong decoded length"));
     }
-    Ok((out, r.pos()))
+    Ok(out)
 }

@@ -50,11 +50,10 @@ const L: u32 = 1 << 16;
 const MAX_PROB_BITS: u32 = 16;
 const MIN_PROB_BITS: u32 = 10;
 /// 2^(j/8) in 20-bit fixed point; both sides use it to turn quantized log-counts into weights.
-const POW2_EIGHTHS: [u64; 8] = [
-    1048576, 1143480, 1246974, 1359835, 1482910, 1617125, 1763488, 1923097,
-];
-/// Largest quantized log-count accepted from the wire (2^40 at step 1/8).
-const MAX_Q: u64 = 8 * 40;
+const POW2_EIGHTHS: [u64; 8] = [1048576, 1143480, 1246974, 1359835, 1482910, 1617125, 1763488, 1923097];
+/// Largest log2 of a weight: quantized log-counts satisfy `q >> r_log <= MAX_LOG` (counts up to 2^40),
+/// so weights stay below 2^61 and their sum fits easily in u128.
+const MAX_LOG: u64 = 40;
 /// Most contexts a block may use.
 pub const MAX_CONTEXTS: usize = 64;
 
@@ -86,17 +85,11 @@ fn normalize(qs: &[u64], r_log: u32, prob_bits: u32) -> Vec<u32> {
     let total: u32 = 1 << prob_bits;
     let w: Vec<u128> = qs.iter().map(|&q| weight(q, r_log)).collect();
     let sum: u128 = w.iter().sum();
-    let mut f: Vec<u32> = w
-        .iter()
-        .map(|&wi| ((wi * total as u128) / sum).max(1) as u32)
-        .collect();
+    let mut f: Vec<u32> = w.iter().map(|&wi| ((wi * total as u128) / sum).max(1) as u32).collect();
     let assigned: i64 = f.iter().map(|&x| x as i64).sum();
     let mut diff = total as i64 - assigned;
     if diff > 0 {
-        let (imax, _) = w
-            .iter()
-            .enumerate()
-            .fold((0, 0u128), |b, (i, &x)| if x > b.1 { (i, x) } else { b });
+        let (imax, _) = w.iter().enumerate().fold((0, 0u128), |b, (i, &x)| if x > b.1 { (i, x) } else { b });
         f[imax] += diff as u32;
     } else if diff < 0 {
         // Take from the largest frequencies first; ties by position.
@@ -118,27 +111,15 @@ fn normalize(qs: &[u64], r_log: u32, prob_bits: u32) -> Vec<u32> {
 fn build_table(hist: &[(u16, u64)]) -> (Table, Vec<u64>, u32, f64) {
     let used = hist.len() as u64;
     let n: u64 = hist.iter().map(|h| h.1).sum();
-    let prob_bits = (ceil_log2(used) + 2)
-        .max(ceil_log2(n).min(14))
-        .clamp(MIN_PROB_BITS, MAX_PROB_BITS);
-    let prob_bits = if used > (1 << 15) {
-        MAX_PROB_BITS
-    } else {
-        prob_bits
-    };
+    let prob_bits = (ceil_log2(used) + 2).max(ceil_log2(n).min(14)).clamp(MIN_PROB_BITS, MAX_PROB_BITS);
+    let prob_bits = if used > (1 << 15) { MAX_PROB_BITS } else { prob_bits };
     let syms: Vec<u16> = hist.iter().map(|h| h.0).collect();
     let mut best: Option<(Table, Vec<u64>, u32, f64)> = None;
     for r_log in [1u32, 2, 3] {
         let r = (1u64 << r_log) as f64;
-        let qs: Vec<u64> = hist
-            .iter()
-            .map(|h| ((h.1 as f64).log2() * r).round() as u64)
-            .collect();
-        let freqs = if used == 1 {
-            vec![1 << prob_bits]
-        } else {
-            normalize(&qs, r_log, prob_bits)
-        };
+        let qmax = ((MAX_LOG + 1) << r_log) - 1;
+        let qs: Vec<u64> = hist.iter().map(|h| (((h.1 as f64).log2() * r).round() as u64).min(qmax)).collect();
+        let freqs = if used == 1 { vec![1 << prob_bits] } else { normalize(&qs, r_log, prob_bits) };
         let mut data_bits = 0f64;
         for (h, &f) in hist.iter().zip(&freqs) {
             data_bits += h.1 as f64 * (prob_bits as f64 - (f as f64).log2());
@@ -146,16 +127,7 @@ fn build_table(hist: &[(u16, u64)]) -> (Table, Vec<u64>, u32, f64) {
         let table_bits = q_bits(&qs) as f64;
         let cost = data_bits + table_bits;
         if best.as_ref().map_or(true, |b| cost < b.3) {
-            best = Some((
-                Table {
-                    prob_bits,
-                    syms: syms.clone(),
-                    freqs,
-                },
-                qs,
-                r_log,
-                cost,
-            ));
+            best = Some((Table { prob_bits, syms: syms.clone(), freqs }, qs, r_log, cost));
         }
         if used == 1 {
             break;
@@ -231,7 +203,7 @@ fn read_table(r: &mut BitReader) -> Result<Table> {
         let mut prev = 0i64;
         for _ in 0..used {
             let q = prev + unzigzag(r.gamma0()?);
-            if q < 0 || q as u64 > MAX_Q {
+            if q < 0 || (q as u64 >> r_log) > MAX_LOG {
                 return Err(Error::corrupt("rANS table: frequency out of range"));
             }
             qs.push(q as u64);
@@ -239,11 +211,7 @@ fn read_table(r: &mut BitReader) -> Result<Table> {
         }
         normalize(&qs, r_log, prob_bits)
     };
-    Ok(Table {
-        prob_bits,
-        syms,
-        freqs,
-    })
+    Ok(Table { prob_bits, syms, freqs })
 }
 
 /// Sparse histogram of `symbols` restricted to positions whose context falls in each bucket.
@@ -252,12 +220,7 @@ fn histogram(symbols: &[u16], alphabet: usize) -> Vec<(u16, u64)> {
     for &s in symbols {
         counts[s as usize] += 1;
     }
-    counts
-        .iter()
-        .enumerate()
-        .filter(|c| *c.1 > 0)
-        .map(|(s, &c)| (s as u16, c))
-        .collect()
+    counts.iter().enumerate().filter(|c| *c.1 > 0).map(|(s, &c)| (s as u16, c)).collect()
 }
 
 fn entropy_bits(hist: &[(u16, u64)]) -> f64 {
@@ -266,9 +229,7 @@ fn entropy_bits(hist: &[(u16, u64)]) -> f64 {
         return 0.0;
     }
     let nf = n as f64;
-    hist.iter()
-        .map(|h| h.1 as f64 * (nf / h.1 as f64).log2())
-        .sum()
+    hist.iter().map(|h| h.1 as f64 * (nf / h.1 as f64).log2()).sum()
 }
 
 /// Estimated cost in bits of coding `hist` with its own table.
@@ -302,7 +263,8 @@ fn choose_thresholds(symbols: &[u16], ctx: Ctx, alphabet: usize) -> Vec<u16> {
         return Vec::new();
     }
     let n = symbols.len();
-    let mut cvals = vec![0u64; 1 << 16];
+    let range = (0..n).map(|i| ctx.value(symbols, i)).max().unwrap_or(0) as usize + 1;
+    let mut cvals = vec![0u64; range];
     for i in 0..n {
         cvals[ctx.value(symbols, i) as usize] += 1;
     }
@@ -310,9 +272,9 @@ fn choose_thresholds(symbols: &[u16], ctx: Ctx, alphabet: usize) -> Vec<u16> {
     let min_fill = (n / MAX_CONTEXTS).max(1024) as u64;
     let mut bounds: Vec<u16> = Vec::new(); // start value of each bucket after the first
     let mut fill = 0u64;
-    let mut bucket_of = vec![0u8; 1 << 16];
+    let mut bucket_of = vec![0u8; range];
     let mut b = 0usize;
-    for v in 0..(1usize << 16) {
+    for v in 0..range {
         if cvals[v] == 0 {
             bucket_of[v] = b as u8;
             continue;
@@ -354,8 +316,9 @@ fn choose_thresholds(symbols: &[u16], ctx: Ctx, alphabet: usize) -> Vec<u16> {
     bounds
 }
 
-fn ctx_map(thresholds: &[u16]) -> Vec<u8> {
-    let mut map = vec![0u8; 1 << 16];
+/// Table index of every context value below `range`.
+fn ctx_map(thresholds: &[u16], range: usize) -> Vec<u8> {
+    let mut map = vec![0u8; range];
     let mut k = 0usize;
     for (v, m) in map.iter_mut().enumerate() {
         while k < thresholds.len() && thresholds[k] as usize <= v {
@@ -374,16 +337,17 @@ pub fn encode(symbols: &[u16], ctx: Ctx, out: &mut Vec<u8>) {
     }
     let alphabet = *symbols.iter().max().unwrap() as usize + 1;
     let thresholds = choose_thresholds(symbols, ctx, alphabet);
-    let map = ctx_map(&thresholds);
     let k = thresholds.len() + 1;
+    let map = if k > 1 {
+        let range = (0..symbols.len()).map(|i| ctx.value(symbols, i)).max().unwrap_or(0) as usize + 1;
+        ctx_map(&thresholds, range)
+    } else {
+        Vec::new()
+    };
     let mut per: Vec<Vec<u64>> = vec![vec![0u64; alphabet]; k];
     let mut ctx_of = Vec::with_capacity(if k > 1 { symbols.len() } else { 0 });
     for (i, &s) in symbols.iter().enumerate() {
-        let c = if k > 1 {
-            map[ctx.value(symbols, i) as usize] as usize
-        } else {
-            0
-        };
+        let c = if k > 1 { map[ctx.value(symbols, i) as usize] as usize } else { 0 };
         if k > 1 {
             ctx_of.push(c as u8);
         }
@@ -400,17 +364,9 @@ pub fn encode(symbols: &[u16], ctx: Ctx, out: &mut Vec<u8>) {
     let mut enc: Vec<Vec<(u32, u32)>> = Vec::with_capacity(k);
     let mut bits: Vec<u32> = Vec::with_capacity(k);
     for counts in &per {
-        let hist: Vec<(u16, u64)> = counts
-            .iter()
-            .enumerate()
-            .filter(|c| *c.1 > 0)
-            .map(|(s, &c)| (s as u16, c))
-            .collect();
-        let hist = if hist.is_empty() {
-            vec![(0u16, 1u64)]
-        } else {
-            hist
-        };
+        let hist: Vec<(u16, u64)> =
+            counts.iter().enumerate().filter(|c| *c.1 > 0).map(|(s, &c)| (s as u16, c)).collect();
+        let hist = if hist.is_empty() { vec![(0u16, 1u64)] } else { hist };
         let (table, qs, r_log, _) = build_table(&hist);
         write_table(&mut w, &table, &qs, r_log);
         let mut e = vec![(0u32, 0u32); alphabet];
@@ -485,11 +441,7 @@ pub fn decode(input: &[u8], n: usize, ctx: Ctx, out: &mut Vec<u16>) -> Result<us
         let mut cum = 0u32;
         for (&s, &f) in t.syms.iter().zip(&t.freqs) {
             for j in cum..cum + f {
-                slots[j as usize] = Slot {
-                    sym: s,
-                    freq: f,
-                    bias: j - cum,
-                };
+                slots[j as usize] = Slot { sym: s, freq: f, bias: j - cum };
             }
             cum += f;
         }
@@ -503,8 +455,13 @@ pub fn decode(input: &[u8], n: usize, ctx: Ctx, out: &mut Vec<u16>) -> Result<us
     }
     let data = br.take(nwords * 2)?;
     let consumed = r.bytes_consumed() + br.pos();
+    // Context values are decoded symbols (all in the tables) or side values: size the map to them.
     let map = if k > 1 {
-        ctx_map(&thresholds)
+        let range = match ctx {
+            Ctx::Side(s) => s.iter().copied().max().unwrap_or(0) as usize + 1,
+            _ => tables.iter().flat_map(|t| t.1.iter().map(|e| e.sym)).max().unwrap_or(0) as usize + 1,
+        };
+        ctx_map(&thresholds, range)
     } else {
         Vec::new()
     };
@@ -542,9 +499,7 @@ pub fn decode(input: &[u8], n: usize, ctx: Ctx, out: &mut Vec<u16>) -> Result<us
         out.push(e.sym);
     }
     if wpos != data.len() || states.iter().any(|&s| s != L) {
-        return Err(Error::corrupt(
-            "rANS: stream does not end in the initial state",
-        ));
+        return Err(Error::corrupt("rANS: stream does not end in the initial state"));
     }
     Ok(consumed)
 }
@@ -554,9 +509,7 @@ mod tests {
     use super::*;
 
     fn lcg(seed: &mut u64) -> u64 {
-        *seed = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         *seed >> 33
     }
 
@@ -582,26 +535,15 @@ mod tests {
         let n = 200_000;
         // Context-dependent source: symbol depends on a side stream.
         let side: Vec<u16> = (0..n).map(|_| (lcg(&mut seed) % 8) as u16).collect();
-        let syms: Vec<u16> = side
-            .iter()
-            .map(|&c| (c * 30 + (lcg(&mut seed) % 4) as u16) as u16)
-            .collect();
+        let syms: Vec<u16> = side.iter().map(|&c| (c * 30 + (lcg(&mut seed) % 4) as u16) as u16).collect();
         let plain = round_trip(&syms, None, false);
         let with = round_trip(&syms, Some(&side), false);
-        assert!(
-            with * 2 < plain,
-            "contexts must pay here: {with} vs {plain}"
-        );
+        assert!(with * 2 < plain, "contexts must pay here: {with} vs {plain}");
         round_trip(&syms, None, true);
         // Near-entropy on a geometric source.
-        let geo: Vec<u16> = (0..n)
-            .map(|_| (lcg(&mut seed) as u32).trailing_zeros().min(20) as u16)
-            .collect();
+        let geo: Vec<u16> = (0..n).map(|_| (lcg(&mut seed) as u32).trailing_zeros().min(20) as u16).collect();
         let size = round_trip(&geo, None, false);
-        assert!(
-            (size as f64) < n as f64 * 2.0 / 8.0 * 1.01 + 64.0,
-            "size {size}"
-        );
+        assert!((size as f64) < n as f64 * 2.0 / 8.0 * 1.01 + 64.0, "size {size}");
     }
 
     #[test]
@@ -612,9 +554,7 @@ mod tests {
         let all: Vec<u16> = (0..=65535u16).collect();
         round_trip(&all, None, false);
         let mut seed = 1;
-        let sparse: Vec<u16> = (0..100_000)
-            .map(|_| (lcg(&mut seed) % 3000 * 17) as u16)
-            .collect();
+        let sparse: Vec<u16> = (0..100_000).map(|_| (lcg(&mut seed) % 3000 * 17) as u16).collect();
         round_trip(&sparse, None, true);
     }
 

@@ -15,6 +15,9 @@ pub const VERSION: u16 = 1;
 /// Oldest format version this build reads.
 pub const MIN_VERSION: u16 = 1;
 pub const HEADER_LEN: usize = 16;
+/// Largest original size of one chunk. Bounds the memory one chunk's decoding may take
+/// (a few times this, for the intermediate streams), whatever the archive says.
+pub const MAX_CHUNK_BYTES: u64 = 64 << 20;
 pub const FOOTER_LEN: usize = 24;
 
 /// How the residue (every byte of the original outside tensor data) is stored.
@@ -139,29 +142,26 @@ impl Index {
         let mut tensors = Vec::with_capacity(nt);
         let mut orig_pos = 0u64;
         for _ in 0..nt {
-            let name = String::from_utf8(r.bytes()?.to_vec())
-                .map_err(|_| Error::corrupt("tensor name is not UTF-8"))?;
-            let dtype = String::from_utf8(r.bytes()?.to_vec())
-                .map_err(|_| Error::corrupt("dtype is not UTF-8"))?;
+            let name =
+                String::from_utf8(r.bytes()?.to_vec()).map_err(|_| Error::corrupt("tensor name is not UTF-8"))?;
+            let dtype = String::from_utf8(r.bytes()?.to_vec()).map_err(|_| Error::corrupt("dtype is not UTF-8"))?;
             let ndim = r.len(r.remaining() as u64)?;
             let shape = (0..ndim).map(|_| r.varint()).collect::<Result<Vec<_>>>()?;
-            let word_bits = r.varint()? as u32;
+            let word_bits = r.len(64)? as u32;
             if !matches!(word_bits, 8 | 16 | 32 | 64) {
                 return Err(Error::corrupt(format!("tensor {name:?}: bad word width")));
             }
             let offset = r.varint()?;
             let nbytes = r.varint()?;
-            let end = offset
-                .checked_add(nbytes)
-                .ok_or_else(|| Error::corrupt("tensor range overflows"))?;
+            let end = offset.checked_add(nbytes).ok_or_else(|| Error::corrupt("tensor range overflows"))?;
             if offset < orig_pos || end > original_size || nbytes % (word_bits as u64 / 8) != 0 {
-                return Err(Error::corrupt(format!(
-                    "tensor {name:?}: byte range out of order or out of range"
-                )));
+                return Err(Error::corrupt(format!("tensor {name:?}: byte range out of order or out of range")));
             }
             orig_pos = end;
-            let program = Node::parse(r.bytes()?, Ty::u(word_bits))
-                .map_err(|e| Error::corrupt(format!("tensor {name:?}: bad program: {e}")))?;
+            let program = Node::parse(r.bytes()?, Ty::u(word_bits)).map_err(|e| match e {
+                Error::Unsupported(m) => Error::Unsupported(format!("tensor {name:?}: {m}")),
+                e => Error::corrupt(format!("tensor {name:?}: bad program: {e}")),
+            })?;
             let nc = r.len(r.remaining() as u64 / 10)?;
             let mut chunks = Vec::with_capacity(nc);
             let mut elems_total = 0u64;
@@ -174,34 +174,16 @@ impl Index {
                     .checked_add(len)
                     .filter(|&p| p <= data_end)
                     .ok_or_else(|| Error::corrupt("chunk out of range"))?;
-                elems_total = elems_total
-                    .checked_add(elems)
-                    .ok_or_else(|| Error::corrupt("chunk sizes overflow"))?;
-                if elems == 0 {
-                    return Err(Error::corrupt("empty chunk"));
+                elems_total = elems_total.checked_add(elems).ok_or_else(|| Error::corrupt("chunk sizes overflow"))?;
+                if elems == 0 || elems > MAX_CHUNK_BYTES / (word_bits as u64 / 8) {
+                    return Err(Error::corrupt("chunk size out of range"));
                 }
-                chunks.push(ChunkEntry {
-                    offset,
-                    len,
-                    elems,
-                    checksum,
-                });
+                chunks.push(ChunkEntry { offset, len, elems, checksum });
             }
             if elems_total.checked_mul(word_bits as u64 / 8) != Some(nbytes) {
-                return Err(Error::corrupt(format!(
-                    "tensor {name:?}: chunk sizes do not add up"
-                )));
+                return Err(Error::corrupt(format!("tensor {name:?}: chunk sizes do not add up")));
             }
-            tensors.push(TensorEntry {
-                name,
-                dtype,
-                shape,
-                word_bits,
-                offset,
-                nbytes,
-                program,
-                chunks,
-            });
+            tensors.push(TensorEntry { name, dtype, shape, word_bits, offset, nbytes, program, chunks });
         }
         if !r.is_empty() {
             return Err(Error::corrupt("index: trailing bytes"));
@@ -249,13 +231,11 @@ pub fn write_archive(index: &Index, residue_blob: &[u8], payloads: &[Vec<u8>]) -
 /// Reads and validates the header, footer and index.
 pub fn read_index(archive: &[u8]) -> Result<Index> {
     if archive.len() < HEADER_LEN + FOOTER_LEN {
-        return Err(Error::corrupt(
-            if archive.len() >= 8 && archive[..8] == MAGIC {
-                "archive is truncated"
-            } else {
-                "not a Brevis archive (too short)"
-            },
-        ));
+        return Err(Error::corrupt(if archive.len() >= 8 && archive[..8] == MAGIC {
+            "archive is truncated"
+        } else {
+            "not a Brevis archive (too short)"
+        }));
     }
     if archive[..8] != MAGIC {
         return Err(Error::corrupt("not a Brevis archive (bad magic number)"));
@@ -271,9 +251,7 @@ pub fn read_index(archive: &[u8]) -> Result<Index> {
     }
     let foot = &archive[archive.len() - FOOTER_LEN..];
     if foot[16..] != END_MAGIC {
-        return Err(Error::corrupt(
-            "archive is truncated or its footer is damaged",
-        ));
+        return Err(Error::corrupt("archive is truncated or its footer is damaged"));
     }
     let idx_len = u64::from_le_bytes(foot[..8].try_into().unwrap());
     let idx_hash = u64::from_le_bytes(foot[8..16].try_into().unwrap());
@@ -291,43 +269,25 @@ pub fn read_index(archive: &[u8]) -> Result<Index> {
 
 /// Decodes the residue blob into its raw bytes.
 pub fn decode_residue(archive: &[u8], index: &Index) -> Result<Vec<u8>> {
-    let blob = &archive
-        [index.residue_offset as usize..(index.residue_offset + index.residue_len) as usize];
+    let blob = &archive[index.residue_offset as usize..(index.residue_offset + index.residue_len) as usize];
     let raw_len = index.residue_raw_len() as usize;
     let raw = match index.residue_codec {
         ResidueCodec::Raw => blob.to_vec(),
-        ResidueCodec::Zstd => {
-            let (v, used) = crate::coder::zstd_decode(blob, raw_len)?;
-            if used != blob.len() {
-                return Err(Error::corrupt("residue: trailing bytes"));
-            }
-            v
-        }
+        ResidueCodec::Zstd => crate::coder::zstd_decode(blob, raw_len)?,
     };
     if xxh3_64(&raw) != index.residue_hash {
-        return Err(Error::Checksum(
-            "residue (file header, padding and gaps)".into(),
-        ));
+        return Err(Error::Checksum("residue (file header, padding and gaps)".into()));
     }
     Ok(raw)
 }
 
 /// Decodes chunk `c` of tensor `t` into `out` (exactly the chunk's bytes) and verifies it.
-pub fn decode_chunk(
-    archive: &[u8],
-    index: &Index,
-    t: usize,
-    c: usize,
-    out: &mut [u8],
-) -> Result<()> {
+pub fn decode_chunk(archive: &[u8], index: &Index, t: usize, c: usize, out: &mut [u8]) -> Result<()> {
     let s = chunk_stream(archive, index, t, c, 0)?;
     let tensor = &index.tensors[t];
     write_stream(&s, out)?;
     if xxh3_64(out) != tensor.chunks[c].checksum {
-        return Err(Error::Checksum(format!(
-            "tensor {:?}, chunk {c}",
-            tensor.name
-        )));
+        return Err(Error::Checksum(format!("tensor {:?}, chunk {c}", tensor.name)));
     }
     Ok(())
 }
@@ -351,26 +311,15 @@ fn chunk_stream(archive: &[u8], index: &Index, t: usize, c: usize, depth: usize)
         }
         chunk_stream(archive, index, src, c, depth + 1)
     };
-    let env = Env {
-        elem_offset,
-        copy: &copy,
-    };
+    let env = Env { elem_offset, copy: &copy };
     let mut r = ByteReader::new(payload);
     let n = usize::try_from(chunk.elems).map_err(|_| Error::corrupt("chunk too large"))?;
-    let s = tensor
-        .program
-        .decode(Ty::u(tensor.word_bits), n, &mut r, &[], &env)
-        .map_err(|e| match e {
-            Error::Corrupt(m) => {
-                Error::Corrupt(format!("tensor {:?}, chunk {c}: {m}", tensor.name))
-            }
-            e => e,
-        })?;
+    let s = tensor.program.decode(Ty::u(tensor.word_bits), n, &mut r, &[], &env).map_err(|e| match e {
+        Error::Corrupt(m) => Error::Corrupt(format!("tensor {:?}, chunk {c}: {m}", tensor.name)),
+        e => e,
+    })?;
     if !r.is_empty() {
-        return Err(Error::corrupt(format!(
-            "tensor {:?}, chunk {c}: trailing payload bytes",
-            tensor.name
-        )));
+        return Err(Error::corrupt(format!("tensor {:?}, chunk {c}: trailing payload bytes", tensor.name)));
     }
     Ok(s)
 }

@@ -68,10 +68,7 @@ pub struct Env<'a> {
 
 impl Node {
     pub fn leaf(op: Op) -> Node {
-        Node {
-            op,
-            children: Vec::new(),
-        }
+        Node { op, children: Vec::new() }
     }
 
     pub fn new(op: Op, children: Vec<Node>) -> Node {
@@ -81,13 +78,7 @@ impl Node {
     pub fn is_leaf(&self) -> bool {
         matches!(
             self.op,
-            Op::Raw(_)
-                | Op::Rans(_)
-                | Op::Huffman(_)
-                | Op::Zstd(_)
-                | Op::Const(_)
-                | Op::Arange(_)
-                | Op::Copy(_)
+            Op::Raw(_) | Op::Rans(_) | Op::Huffman(_) | Op::Zstd(_) | Op::Const(_) | Op::Arange(_) | Op::Copy(_)
         )
     }
 
@@ -169,14 +160,16 @@ impl Node {
     pub fn parse(bytes: &[u8], ty: Ty) -> Result<Node> {
         let mut r = ByteReader::new(bytes);
         let mut budget = MAX_NODES;
-        let n = Self::read(&mut r, ty, 0, &mut budget)?;
+        let n = Self::read(&mut r, ty, 0, &mut budget, &[])?;
         if !r.is_empty() {
             return Err(Error::corrupt("program: trailing bytes"));
         }
         Ok(n)
     }
 
-    fn read(r: &mut ByteReader, ty: Ty, depth: usize, budget: &mut usize) -> Result<Node> {
+    /// Reads one node whose input is `ty`; `siblings` are the types of the streams decoded
+    /// before it under the same parent (what a `side` context may refer to).
+    fn read(r: &mut ByteReader, ty: Ty, depth: usize, budget: &mut usize, siblings: &[Ty]) -> Result<Node> {
         if depth > MAX_DEPTH || *budget == 0 {
             return Err(Error::corrupt("program too deep or too large"));
         }
@@ -188,10 +181,7 @@ impl Node {
             Huffman::ID => Op::Huffman(Huffman),
             Zstd::ID => Op::Zstd(Zstd::read(r)?),
             Const::ID => Op::Const(Const { value: r.varint()? }),
-            Arange::ID => Op::Arange(Arange {
-                start: r.varint()?,
-                step: r.varint()?,
-            }),
+            Arange::ID => Op::Arange(Arange { start: r.varint()?, step: r.varint()? }),
             Copy::ID => Op::Copy(Copy::read(r)?),
             Fields::ID => Op::Fields(Fields::read(r)?),
             BytePlanes::ID => Op::BytePlanes(BytePlanes),
@@ -208,15 +198,17 @@ impl Node {
         let mut node = Node::leaf(op);
         match &node.op {
             Op::Rans(_) | Op::Huffman(_) if ty.bits > 16 => {
-                return Err(Error::corrupt(
-                    "entropy leaf over a stream wider than 16 bits",
-                ))
+                return Err(Error::corrupt("entropy leaf over a stream wider than 16 bits"))
             }
             Op::Copy(_) if depth > 0 => return Err(Error::corrupt("copy below the root")),
+            Op::Rans(Rans { ctx: LeafCtx::Side(j) }) if siblings.get(*j as usize).map_or(true, |s| s.bits > 16) => {
+                return Err(Error::corrupt("rans: side context is not an earlier sibling of at most 16 bits"))
+            }
             _ => {}
         }
-        for cty in node.child_types(ty)? {
-            node.children.push(Self::read(r, cty, depth + 1, budget)?);
+        let ctys = node.child_types(ty)?;
+        for (i, &cty) in ctys.iter().enumerate() {
+            node.children.push(Self::read(r, cty, depth + 1, budget, &ctys[..i])?);
         }
         Ok(node)
     }
@@ -257,9 +249,7 @@ impl Node {
                 self.encode_children(parts, out)
             }
             Op::Concat(c) => self.encode_children(c.forward(x)?, out),
-            Op::Repeat(r) => {
-                self.encode_children(vec![r.forward(x).ok_or_else(not_applicable)?], out)
-            }
+            Op::Repeat(r) => self.encode_children(vec![r.forward(x).ok_or_else(not_applicable)?], out),
             Op::View(v) => self.encode_children(vec![v.forward(x)?], out),
         }
     }
@@ -275,14 +265,7 @@ impl Node {
     }
 
     /// The interpreter: rebuilds `n` words of type `ty` from the chunk payload.
-    pub fn decode(
-        &self,
-        ty: Ty,
-        n: usize,
-        r: &mut ByteReader,
-        sib: &[Stream],
-        env: &Env,
-    ) -> Result<Stream> {
+    pub fn decode(&self, ty: Ty, n: usize, r: &mut ByteReader, sib: &[Stream], env: &Env) -> Result<Stream> {
         let s = match &self.op {
             Op::Raw(x) => x.decode(ty, n, r.bytes()?)?,
             Op::Rans(x) => x.decode(ty, n, r.bytes()?, sib)?,
@@ -302,28 +285,19 @@ impl Node {
                 f.inverse(ty, n, parts)?
             }
             Op::BytePlanes(b) => {
-                let parts = self.decode_children(
-                    &b.child_types(ty)?,
-                    &vec![n; self.children.len()],
-                    r,
-                    env,
-                )?;
+                let parts = self.decode_children(&b.child_types(ty)?, &vec![n; self.children.len()], r, env)?;
                 b.inverse(ty, n, parts)?
             }
             Op::BitPlanes(b) => {
-                let parts = self.decode_children(
-                    &b.child_types(ty)?,
-                    &vec![n; self.children.len()],
-                    r,
-                    env,
-                )?;
+                let parts = self.decode_children(&b.child_types(ty)?, &vec![n; self.children.len()], r, env)?;
                 b.inverse(ty, n, parts)?
             }
             Op::Scan(s) => s.inverse(self.decode_children(&[ty], &[n], r, env)?.pop().unwrap()),
-            Op::Map(m) => m.apply(
-                &self.decode_children(&[ty], &[n], r, env)?.pop().unwrap(),
-                true,
-            ),
+            Op::Map(m) => {
+                // Checked again here: under `dict`, the index width is only known now.
+                m.check(ty)?;
+                m.apply(&self.decode_children(&[ty], &[n], r, env)?.pop().unwrap(), true)
+            }
             Op::Dict(d) => {
                 let [(tt, tn), (it, inn)] = d.read_header(ty, n, r)?;
                 let parts = self.decode_children(&[tt, it], &[tn, inn], r, env)?;
@@ -335,36 +309,22 @@ impl Node {
                 c.inverse(ty, n, parts)
             }
             Op::Repeat(rp) => {
-                let p = self
-                    .decode_children(&[ty], &[rp.child_len(n)], r, env)?
-                    .pop()
-                    .unwrap();
+                let p = self.decode_children(&[ty], &[rp.child_len(n)], r, env)?.pop().unwrap();
                 rp.inverse(ty, n, p)?
             }
             Op::View(v) => {
                 let m = v.child_len(ty, n)?;
-                let y = self
-                    .decode_children(&[Ty::u(v.bits)], &[m], r, env)?
-                    .pop()
-                    .unwrap();
+                let y = self.decode_children(&[Ty::u(v.bits)], &[m], r, env)?.pop().unwrap();
                 v.inverse(ty, y)?
             }
         };
         if s.len() != n || s.ty != ty {
-            return Err(Error::corrupt(
-                "operator produced a stream of the wrong shape",
-            ));
+            return Err(Error::corrupt("operator produced a stream of the wrong shape"));
         }
         Ok(s)
     }
 
-    fn decode_children(
-        &self,
-        tys: &[Ty],
-        lens: &[usize],
-        r: &mut ByteReader,
-        env: &Env,
-    ) -> Result<Vec<Stream>> {
+    fn decode_children(&self, tys: &[Ty], lens: &[usize], r: &mut ByteReader, env: &Env) -> Result<Vec<Stream>> {
         if tys.len() != self.children.len() || lens.len() != tys.len() {
             return Err(Error::corrupt("program arity does not match the operator"));
         }
@@ -390,9 +350,7 @@ impl Node {
             Op::Scan(s) => format!("{}", s).split('(').next().unwrap().to_string(),
             Op::Concat(_) => "concat".to_string(),
             Op::Repeat(_) => "repeat".to_string(),
-            Op::Rans(Rans {
-                ctx: LeafCtx::Back(d),
-            }) if *d > 1 => "rans(back)".to_string(),
+            Op::Rans(Rans { ctx: LeafCtx::Back(d) }) if *d > 1 => "rans(back)".to_string(),
             _ => self.head(),
         };
         if self.children.is_empty() {
@@ -463,14 +421,10 @@ pub mod build {
         rans_back(1)
     }
     pub fn rans_back(stride: u64) -> Node {
-        Node::leaf(Op::Rans(Rans {
-            ctx: LeafCtx::Back(stride),
-        }))
+        Node::leaf(Op::Rans(Rans { ctx: LeafCtx::Back(stride) }))
     }
     pub fn rans_side(j: u8) -> Node {
-        Node::leaf(Op::Rans(Rans {
-            ctx: LeafCtx::Side(j),
-        }))
+        Node::leaf(Op::Rans(Rans { ctx: LeafCtx::Side(j) }))
     }
     pub fn huffman() -> Node {
         Node::leaf(Op::Huffman(Huffman))
@@ -488,10 +442,7 @@ pub mod build {
         Node::leaf(Op::Copy(Copy { tensor }))
     }
     pub fn fields(exp: u32, mant: u32, k: u32, kids: [Node; 3]) -> Node {
-        Node::new(
-            Op::Fields(Fields::for_dtype_bits(exp, mant, k)),
-            kids.into(),
-        )
+        Node::new(Op::Fields(Fields::for_dtype_bits(exp, mant, k)), kids.into())
     }
     pub fn byteplanes(kids: Vec<Node>) -> Node {
         Node::new(Op::BytePlanes(BytePlanes), kids)
@@ -500,22 +451,10 @@ pub mod build {
         Node::new(Op::BitPlanes(BitPlanes), kids)
     }
     pub fn delta(stride: u64, kid: Node) -> Node {
-        Node::new(
-            Op::Scan(Scan {
-                kind: ScanKind::Delta,
-                stride,
-            }),
-            vec![kid],
-        )
+        Node::new(Op::Scan(Scan { kind: ScanKind::Delta, stride }), vec![kid])
     }
     pub fn xor(stride: u64, kid: Node) -> Node {
-        Node::new(
-            Op::Scan(Scan {
-                kind: ScanKind::Xor,
-                stride,
-            }),
-            vec![kid],
-        )
+        Node::new(Op::Scan(Scan { kind: ScanKind::Xor, stride }), vec![kid])
     }
     pub fn map(m: Map, kid: Node) -> Node {
         Node::new(Op::Map(m), vec![kid])

@@ -138,15 +138,9 @@ impl Stream {
     pub fn from_u16(ty: Ty, v: Vec<u16>) -> Stream {
         debug_assert!(ty.bits <= 16);
         if ty.container_bytes() == 2 {
-            Stream {
-                ty,
-                data: Data::U16(v),
-            }
+            Stream { ty, data: Data::U16(v) }
         } else {
-            Stream {
-                ty,
-                data: Data::U8(v.into_iter().map(|x| x as u8).collect()),
-            }
+            Stream { ty, data: Data::U8(v.into_iter().map(|x| x as u8).collect()) }
         }
     }
 
@@ -164,30 +158,13 @@ impl Stream {
     pub fn from_le_bytes(ty: Ty, bytes: &[u8]) -> Result<Stream> {
         let cb = ty.container_bytes();
         if bytes.len() % cb != 0 {
-            return Err(Error::corrupt(
-                "byte length is not a multiple of the word size",
-            ));
+            return Err(Error::corrupt("byte length is not a multiple of the word size"));
         }
         let data = match cb {
             1 => Data::U8(bytes.to_vec()),
-            2 => Data::U16(
-                bytes
-                    .chunks_exact(2)
-                    .map(|c| u16::from_le_bytes([c[0], c[1]]))
-                    .collect(),
-            ),
-            4 => Data::U32(
-                bytes
-                    .chunks_exact(4)
-                    .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
-                    .collect(),
-            ),
-            _ => Data::U64(
-                bytes
-                    .chunks_exact(8)
-                    .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
-                    .collect(),
-            ),
+            2 => Data::U16(bytes.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect()),
+            4 => Data::U32(bytes.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect()),
+            _ => Data::U64(bytes.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect()),
         };
         let s = Stream { ty, data };
         let m = ty.mask();

@@ -130,7 +130,8 @@ pub fn candidates(t: &TensorView) -> Vec<Node> {
 }
 
 /// Picks the program for a tensor: a generator if one fits the whole tensor, else the smallest
-/// candidate on a sample.
+/// candidate. Candidates are first ranked on a small sample; the best few are then compared by
+/// exact encoded size on the full sample (the whole tensor when it fits in one chunk).
 pub fn choose(t: &TensorView, opts: &SearchOptions) -> Node {
     let ty = Ty::u(t.word_bits);
     let whole = match Stream::from_le_bytes(ty, t.bytes) {
@@ -146,25 +147,39 @@ pub fn choose(t: &TensorView, opts: &SearchOptions) -> Node {
     if let Some(a) = Arange::fits(&whole) {
         return arange(a.start, a.step);
     }
-    let sample = sample_of(&whole, opts);
-    let mut best: Option<(usize, Node)> = None;
-    for cand in candidates(t) {
-        let mut buf = Vec::new();
-        if cand.encode(&sample, &[], &mut buf).is_err() {
-            continue;
-        }
-        if best.as_ref().map_or(true, |b| buf.len() < b.0) {
-            best = Some((buf.len(), cand));
-        }
+    let sample = sample_of(&whole, opts.sample_elems.min(opts.chunk_elems));
+    let mut ranked = rank(candidates(t), &sample_of(&sample, SCREEN_ELEMS));
+    if sample.len() > SCREEN_ELEMS {
+        ranked.truncate(FINALISTS);
+        ranked = rank(ranked.into_iter().map(|r| r.1).collect(), &sample);
     }
-    best.map(|b| b.1).unwrap_or_else(raw)
+    ranked.into_iter().next().map(|b| b.1).unwrap_or_else(raw)
 }
 
-/// The sample: the whole tensor when it fits in one chunk, else evenly spaced blocks
-/// (one chunk's worth at most).
-fn sample_of(x: &Stream, opts: &SearchOptions) -> Stream {
+/// Elements of the screening sample.
+const SCREEN_ELEMS: usize = 1 << 15;
+/// Candidates kept from screening for the exact comparison.
+const FINALISTS: usize = 3;
+
+/// Exact encoded sizes on `sample`, smallest first (ties keep the candidate order, so the
+/// result does not depend on the thread count). Inapplicable candidates are dropped.
+fn rank(cands: Vec<Node>, sample: &Stream) -> Vec<(usize, Node)> {
+    use rayon::prelude::*;
+    let mut sized: Vec<(usize, usize, Node)> = cands
+        .into_par_iter()
+        .enumerate()
+        .filter_map(|(i, c)| {
+            let mut buf = Vec::new();
+            c.encode(sample, &[], &mut buf).ok().map(|_| (buf.len(), i, c))
+        })
+        .collect();
+    sized.sort_by_key(|s| (s.0, s.1));
+    sized.into_iter().map(|s| (s.0, s.2)).collect()
+}
+
+/// Up to `want` elements: the whole stream when it is short enough, else four evenly spaced blocks.
+fn sample_of(x: &Stream, want: usize) -> Stream {
     let n = x.len();
-    let want = opts.sample_elems.min(opts.chunk_elems);
     if n <= want {
         return x.clone();
     }

@@ -55,8 +55,7 @@ pub fn layout(file: &[u8]) -> Result<Vec<TensorSpan>, String> {
         return Err("header length out of range".into());
     }
     let header = &file[8..8 + n as usize];
-    let json: serde_json::Value =
-        serde_json::from_slice(header).map_err(|e| format!("header is not JSON: {e}"))?;
+    let json: serde_json::Value = serde_json::from_slice(header).map_err(|e| format!("header is not JSON: {e}"))?;
     let obj = json.as_object().ok_or("header is not a JSON object")?;
     let data_start = 8 + n;
     let mut spans = Vec::with_capacity(obj.len());
@@ -64,13 +63,8 @@ pub fn layout(file: &[u8]) -> Result<Vec<TensorSpan>, String> {
         if name == "__metadata__" {
             continue;
         }
-        let t = v
-            .as_object()
-            .ok_or_else(|| format!("tensor {name:?} is not an object"))?;
-        let dtype = t
-            .get("dtype")
-            .and_then(|d| d.as_str())
-            .ok_or_else(|| format!("tensor {name:?} has no dtype"))?;
+        let t = v.as_object().ok_or_else(|| format!("tensor {name:?} is not an object"))?;
+        let dtype = t.get("dtype").and_then(|d| d.as_str()).ok_or_else(|| format!("tensor {name:?} has no dtype"))?;
         let shape = t
             .get("shape")
             .and_then(|s| s.as_array())
@@ -86,10 +80,7 @@ pub fn layout(file: &[u8]) -> Result<Vec<TensorSpan>, String> {
             .and_then(|o| Some((o[0].as_u64()?, o[1].as_u64()?)))
             .ok_or_else(|| format!("tensor {name:?} has bad data_offsets"))?;
         let (a, b) = offs;
-        if a > b
-            || b.checked_add(data_start)
-                .map_or(true, |e| e > file.len() as u64)
-        {
+        if a > b || b.checked_add(data_start).map_or(true, |e| e > file.len() as u64) {
             return Err(format!("tensor {name:?}: offsets out of range"));
         }
         spans.push(TensorSpan {
@@ -103,10 +94,7 @@ pub fn layout(file: &[u8]) -> Result<Vec<TensorSpan>, String> {
     spans.sort_by_key(|s| (s.start, s.end));
     for w in spans.windows(2) {
         if w[1].start < w[0].end {
-            return Err(format!(
-                "tensors {:?} and {:?} overlap",
-                w[0].name, w[1].name
-            ));
+            return Err(format!("tensors {:?} and {:?} overlap", w[0].name, w[1].name));
         }
     }
     Ok(spans)
@@ -144,10 +132,7 @@ mod tests {
         let theirs = ::safetensors::SafeTensors::deserialize(&f).unwrap();
         for s in &ours {
             let t = theirs.tensor(&s.name).unwrap();
-            assert_eq!(
-                t.shape().iter().map(|&d| d as u64).collect::<Vec<_>>(),
-                s.shape
-            );
+            assert_eq!(t.shape().iter().map(|&d| d as u64).collect::<Vec<_>>(), s.shape);
             assert_eq!(t.data().len() as u64, s.len());
             assert_eq!(s.word_bits(), s.dtype.bits().unwrap());
         }
@@ -156,9 +141,7 @@ mod tests {
     #[test]
     fn rejects_lies() {
         let over = r#"{"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},"b":{"dtype":"U8","shape":[4],"data_offsets":[2,6]}}"#;
-        assert!(layout(&file(over, &[0; 6]))
-            .unwrap_err()
-            .contains("overlap"));
+        assert!(layout(&file(over, &[0; 6])).unwrap_err().contains("overlap"));
         let out = r#"{"a":{"dtype":"U8","shape":[4],"data_offsets":[0,400]}}"#;
         assert!(layout(&file(out, &[0; 6])).is_err());
         assert!(layout(b"\xff\xff\xff\xff\xff\xff\xff\xff").is_err());

@@ -12,8 +12,6 @@ impl Copy {
     pub const ID: u8 = 0x07;
 
     pub fn read(r: &mut ByteReader) -> Result<Self> {
-        Ok(Copy {
-            tensor: r.len(u32::MAX as u64)? as u32,
-        })
+        Ok(Copy { tensor: r.len(u32::MAX as u64)? as u32 })
     }
 }

@@ -43,9 +43,7 @@ impl Dict {
         }
         put_varint(header, vals.len() as u64);
         let ity = Ty::u(index_bits(vals.len()));
-        let idx = Stream::from_fn(ity, x.len(), |i| {
-            vals.binary_search(&x.get(i)).unwrap() as u64
-        });
+        let idx = Stream::from_fn(ity, x.len(), |i| vals.binary_search(&x.get(i)).unwrap() as u64);
         Some(vec![Stream::from_iter(x.ty, vals.into_iter()), idx])
     }
 

@@ -54,9 +54,7 @@ impl Rans {
     fn side<'a>(&self, sib: &'a [Stream], n: usize) -> Result<Option<Vec<u16>>> {
         match self.ctx {
             LeafCtx::Side(j) => {
-                let s = sib
-                    .get(j as usize)
-                    .ok_or_else(|| Error::corrupt("rans: context sibling missing"))?;
+                let s = sib.get(j as usize).ok_or_else(|| Error::corrupt("rans: context sibling missing"))?;
                 if s.ty.bits > 16 || s.len() != n {
                     return Err(Error::corrupt("rans: context sibling does not fit"));
                 }
@@ -156,9 +154,5 @@ pub fn entropy_estimate(x: &Stream) -> f64 {
         *counts.entry(v).or_insert(0u64) += 1;
     }
     let n = x.len() as f64;
-    counts
-        .values()
-        .map(|&c| c as f64 * (n / c as f64).log2())
-        .sum::<f64>()
-        / 8.0
+    counts.values().map(|&c| c as f64 * (n / c as f64).log2()).sum::<f64>() / 8.0
 }

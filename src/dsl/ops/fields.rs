@@ -15,11 +15,7 @@ impl Fields {
     pub const ID: u8 = 0x10;
 
     pub fn for_dtype_bits(exp: u32, mant: u32, k: u32) -> Fields {
-        Fields {
-            exp,
-            mant,
-            k: k.min(mant),
-        }
+        Fields { exp, mant, k: k.min(mant) }
     }
 
     pub fn write(&self, out: &mut Vec<u8>) {
@@ -29,11 +25,7 @@ impl Fields {
     }
 
     pub fn read(r: &mut ByteReader) -> Result<Self> {
-        let f = Fields {
-            exp: r.len(63)? as u32,
-            mant: r.len(63)? as u32,
-            k: r.len(63)? as u32,
-        };
+        let f = Fields { exp: r.len(63)? as u32, mant: r.len(63)? as u32, k: r.len(63)? as u32 };
         if f.k > f.mant || f.exp + f.mant + 1 > 64 || f.exp + f.k > 16 {
             return Err(Error::corrupt("fields: bad layout"));
         }
@@ -42,15 +34,9 @@ impl Fields {
 
     pub fn child_types(&self, ty: Ty) -> Result<Vec<Ty>> {
         if ty.bits != 1 + self.exp + self.mant {
-            return Err(Error::corrupt(
-                "fields: layout does not match the word size",
-            ));
+            return Err(Error::corrupt("fields: layout does not match the word size"));
         }
-        Ok(vec![
-            Ty::u(self.exp + self.k),
-            Ty::u(1),
-            Ty::u(self.mant - self.k),
-        ])
+        Ok(vec![Ty::u(self.exp + self.k), Ty::u(1), Ty::u(self.mant - self.k)])
     }
 
     pub fn child_lens(&self, n: usize) -> Vec<usize> {
@@ -79,21 +65,12 @@ impl Fields {
         if let (Data::U16(hv), Data::U8(sv)) = (&h.data, &s.data) {
             if ty.bits == 16 {
                 let mv: Vec<u16> = m.iter().map(|v| v as u16).collect();
-                let out: Vec<u16> = hv
-                    .iter()
-                    .zip(sv)
-                    .zip(&mv)
-                    .map(|((&h, &s), &m)| ((s as u16) << 15) | (h << lo) | m)
-                    .collect();
-                return Ok(Stream {
-                    ty,
-                    data: Data::U16(out),
-                });
+                let out: Vec<u16> =
+                    hv.iter().zip(sv).zip(&mv).map(|((&h, &s), &m)| ((s as u16) << 15) | (h << lo) | m).collect();
+                return Ok(Stream { ty, data: Data::U16(out) });
             }
         }
-        Ok(Stream::from_fn(ty, n, |i| {
-            (s.get(i) << top) | (h.get(i) << lo) | m.get(i)
-        }))
+        Ok(Stream::from_fn(ty, n, |i| (s.get(i) << top) | (h.get(i) << lo) | m.get(i)))
     }
 }
 

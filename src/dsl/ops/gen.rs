@@ -44,9 +44,7 @@ impl Arange {
         let start = x.get(0);
         let step = x.get(1).wrapping_sub(start) & m;
         let a = Arange { start, step };
-        (0..x.len())
-            .all(|i| a.at(i as u64, m) == x.get(i))
-            .then_some(a)
+        (0..x.len()).all(|i| a.at(i as u64, m) == x.get(i)).then_some(a)
     }
 
     fn at(&self, i: u64, m: u64) -> u64 {

@@ -14,9 +14,7 @@ impl Zstd {
     pub const ID: u8 = 0x04;
 
     pub fn read(r: &mut ByteReader) -> Result<Self> {
-        Ok(Zstd {
-            level: r.u8()? as i32,
-        })
+        Ok(Zstd { level: r.u8()? as i32 })
     }
 
     pub fn encode(&self, x: &Stream, out: &mut Vec<u8>) -> Result<()> {
@@ -24,13 +22,8 @@ impl Zstd {
     }
 
     pub fn decode(&self, ty: Ty, n: usize, input: &[u8]) -> Result<Stream> {
-        let nbytes = n
-            .checked_mul(ty.container_bytes())
-            .ok_or_else(|| Error::corrupt("zstd: size overflow"))?;
-        let (bytes, used) = coder::zstd_decode(input, nbytes)?;
-        if used != input.len() {
-            return Err(Error::corrupt("zstd leaf: trailing bytes"));
-        }
+        let nbytes = n.checked_mul(ty.container_bytes()).ok_or_else(|| Error::corrupt("zstd: size overflow"))?;
+        let bytes = coder::zstd_decode(input, nbytes)?;
         Stream::from_le_bytes(ty, &bytes)
     }
 }

@@ -40,11 +40,13 @@ impl Map {
     }
 
     pub fn check(&self, ty: Ty) -> Result<()> {
-        let ok = match self {
-            Map::XorConst(c) => c & !ty.mask() == 0,
-            Map::ZigZag => ty.bits >= 1,
-            Map::Rotate(r) => *r < ty.bits.max(1),
-        };
+        // Every map needs a non-empty word.
+        let ok = ty.bits >= 1
+            && match self {
+                Map::XorConst(c) => c & !ty.mask() == 0,
+                Map::ZigZag => true,
+                Map::Rotate(r) => *r < ty.bits,
+            };
         if ok {
             Ok(())
         } else {

@@ -13,25 +13,14 @@ impl BytePlanes {
     /// (width, shift) of each plane, most significant first.
     fn layout(w: u32) -> Vec<(u32, u32)> {
         let p = w.div_ceil(8);
-        (0..p)
-            .map(|j| {
-                if j + 1 < p {
-                    (8, w - 8 * (j + 1))
-                } else {
-                    (w - 8 * (p - 1), 0)
-                }
-            })
-            .collect()
+        (0..p).map(|j| if j + 1 < p { (8, w - 8 * (j + 1)) } else { (w - 8 * (p - 1), 0) }).collect()
     }
 
     pub fn child_types(&self, ty: Ty) -> Result<Vec<Ty>> {
         if ty.bits == 0 {
             return Err(Error::corrupt("byteplanes of an empty type"));
         }
-        Ok(Self::layout(ty.bits)
-            .into_iter()
-            .map(|(b, _)| Ty::u(b))
-            .collect())
+        Ok(Self::layout(ty.bits).into_iter().map(|(b, _)| Ty::u(b)).collect())
     }
 
     pub fn forward(&self, x: &Stream) -> Vec<Stream> {
@@ -47,11 +36,7 @@ impl BytePlanes {
 
     pub fn inverse(&self, ty: Ty, n: usize, parts: Vec<Stream>) -> Result<Stream> {
         let lay = Self::layout(ty.bits);
-        Ok(Stream::from_fn(ty, n, |i| {
-            lay.iter()
-                .zip(&parts)
-                .fold(0u64, |acc, ((_, sh), p)| acc | (p.get(i) << sh))
-        }))
+        Ok(Stream::from_fn(ty, n, |i| lay.iter().zip(&parts).fold(0u64, |acc, ((_, sh), p)| acc | (p.get(i) << sh))))
     }
 }
 
@@ -68,18 +53,13 @@ impl BitPlanes {
 
     pub fn forward(&self, x: &Stream) -> Vec<Stream> {
         let w = x.ty.bits;
-        (0..w)
-            .map(|j| Stream::from_fn(Ty::u(1), x.len(), |i| x.get(i) >> (w - 1 - j)))
-            .collect()
+        (0..w).map(|j| Stream::from_fn(Ty::u(1), x.len(), |i| x.get(i) >> (w - 1 - j))).collect()
     }
 
     pub fn inverse(&self, ty: Ty, n: usize, parts: Vec<Stream>) -> Result<Stream> {
         let w = ty.bits;
         Ok(Stream::from_fn(ty, n, |i| {
-            parts
-                .iter()
-                .enumerate()
-                .fold(0u64, |acc, (j, p)| acc | (p.get(i) << (w - 1 - j as u32)))
+            parts.iter().enumerate().fold(0u64, |acc, (j, p)| acc | (p.get(i) << (w - 1 - j as u32)))
         }))
     }
 }
