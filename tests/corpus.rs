@@ -1,0 +1,64 @@
+//! Round trips and sizes on the development corpus (`$BREVIS_CORPUS`, default
+//! `~/.cache/brevis-corpus`). Skips with a message when the corpus is absent.
+
+use std::path::PathBuf;
+
+fn corpus_dir() -> Option<PathBuf> {
+    let dir = std::env::var_os("BREVIS_CORPUS")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/brevis-corpus")))?;
+    dir.is_dir().then_some(dir)
+}
+
+fn files(dir: &PathBuf) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.clone()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "safetensors") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// "best tool" per file from PEERS.md, when it is beside the checkout.
+fn best_tool(name: &str) -> Option<f64> {
+    let peers = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/corpus/PEERS.md")).ok()?;
+    let line = peers.lines().find(|l| l.starts_with(&format!("| {name} ")))?;
+    line.split('|').nth(9)?.trim().trim_matches('*').parse().ok()
+}
+
+#[test]
+fn corpus_round_trips_and_beats_the_best_tool() {
+    let Some(dir) = corpus_dir() else {
+        eprintln!("SKIP: no development corpus (set BREVIS_CORPUS or build it with ../shared/corpus/fetch_corpus.py)");
+        return;
+    };
+    let (mut tot_o, mut tot_c) = (0u64, 0u64);
+    for f in files(&dir) {
+        let data = std::fs::read(&f).unwrap();
+        let archive = brevis::compress(&data, &brevis::Options::default()).unwrap();
+        let back = brevis::decompress(&archive).unwrap();
+        let name = f.file_name().unwrap().to_string_lossy().to_string();
+        assert!(back == data, "{name}: round trip differs");
+        let pct = 100.0 * archive.len() as f64 / data.len() as f64;
+        let best = best_tool(&name);
+        eprintln!("{name:<45} {pct:6.2}%  best tool {best:?}");
+        if let Some(b) = best {
+            assert!(pct < b, "{name}: {pct:.2}% is not below the best tool's {b}%");
+        }
+        tot_o += data.len() as u64;
+        tot_c += archive.len() as u64;
+    }
+    let total = 100.0 * tot_c as f64 / tot_o.max(1) as f64;
+    eprintln!("TOTAL {total:.2}%");
+    if tot_o > 400_000_000 {
+        assert!(total <= 76.5, "corpus total {total:.2}% is above 76.5%");
+    }
+}

@@ -1,0 +1,202 @@
+//! Golden archives: written once per format version, decoded forever.
+//!
+//! `tests/golden/v<N>/` holds archives written by format version N and the sha256 of what each
+//! must decode to (`MANIFEST`). A change to the wire form that is not versioned makes these fail.
+//! To add the archives of a new format version (never to rewrite old ones):
+//! `BREVIS_WRITE_GOLDEN=1 cargo test --test golden -- --ignored`.
+
+use brevis::dsl::build::*;
+use brevis::dsl::ops::maps::Map;
+use brevis::dsl::Node;
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+
+fn golden_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
+}
+
+fn sha256_hex(b: &[u8]) -> String {
+    Sha256::digest(b).iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Deterministic pseudo-random words.
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 >> 16
+    }
+}
+
+/// A safetensors file with metadata, a gap between two tensors and trailing bytes.
+fn synthetic() -> (Vec<u8>, Vec<Option<Node>>) {
+    let mut g = Lcg(42);
+    let gauss16 = |g: &mut Lcg, bf: bool| -> u16 {
+        // Bell-shaped exponents around 2^-6, random sign and mantissa.
+        let e = (g.next() % 7 + g.next() % 7) as u16;
+        if bf {
+            ((g.next() as u16 & 1) << 15) | ((114 + e) << 7) | (g.next() as u16 & 0x7F)
+        } else {
+            ((g.next() as u16 & 1) << 15) | ((3 + e) << 10) | (g.next() as u16 & 0x3FF)
+        }
+    };
+    let mut tensors: Vec<(&str, &str, Vec<u64>, Vec<u8>, Option<Node>)> = Vec::new();
+    let bf: Vec<u8> = (0..4096).flat_map(|_| gauss16(&mut g, true).to_le_bytes()).collect();
+    tensors.push(("a.bf16", "BF16", vec![64, 64], bf.clone(), Some(fields(8, 7, 1, [rans_back(64), raw(), raw()]))));
+    let f16: Vec<u8> = (0..4096).flat_map(|_| gauss16(&mut g, false).to_le_bytes()).collect();
+    tensors.push(("b.f16", "F16", vec![4096], f16, Some(fields(5, 10, 2, [rans_prev(), raw(), rans()]))));
+    let f32s: Vec<u8> = (0..1024).flat_map(|i| ((i as f32 * 0.37).sin() * 0.02).to_le_bytes()).collect();
+    tensors.push((
+        "c.f32",
+        "F32",
+        vec![32, 32],
+        f32s,
+        Some(byteplanes(vec![rans(), rans_side(0), rans_side(1), huffman()])),
+    ));
+    let pos: Vec<u8> = (0..512i64).flat_map(|i| i.to_le_bytes()).collect();
+    tensors.push(("d.position_ids", "I64", vec![1, 512], pos, None));
+    let c: Vec<u8> = (0..100).flat_map(|_| 1.0f32.to_le_bytes()).collect();
+    tensors.push(("e.const", "F32", vec![100], c, None));
+    let lowcard: Vec<u8> = (0..2000).flat_map(|_| [0x3C00u16, 0xBC00, 0x0000, 0x3800][g.next() as usize % 4].to_le_bytes()).collect();
+    tensors.push(("f.lowcard", "F16", vec![2000], lowcard, Some(dict(raw(), rans()))));
+    let bytes: Vec<u8> = (0..3000).map(|_| (g.next() % 5) as u8).collect();
+    tensors.push(("g.u8", "U8", vec![3000], bytes, Some(bitplanes(vec![raw(); 8]))));
+    let ints: Vec<u8> = (0..1000i32).flat_map(|i| (i * i / 7 - 3000).to_le_bytes()).collect();
+    tensors.push((
+        "h.i32",
+        "I32",
+        vec![1000],
+        ints,
+        Some(delta(1, map(Map::ZigZag, byteplanes(vec![rans(), rans(), rans(), rans_prev()])))),
+    ));
+    let u16s: Vec<u8> = (0..1000u16).flat_map(|i| (i.wrapping_mul(77) ^ 0x1234).to_le_bytes()).collect();
+    tensors.push((
+        "i.u16",
+        "U16",
+        vec![1000],
+        u16s,
+        Some(xor(10, map(Map::Rotate(3), map(Map::XorConst(0x5a5a), huffman())))),
+    ));
+    tensors.push(("j.dup", "BF16", vec![64, 64], bf, None));
+    let rep: Vec<u8> = (0..1024).flat_map(|i| ((i % 100) as f32 * 0.5).to_le_bytes()).collect();
+    tensors.push(("k.repeat", "F32", vec![1024], rep, Some(repeat(100, zstd(19)))));
+    let u32s: Vec<u8> = (0..500u32).flat_map(|i| (i * 3).to_le_bytes()).collect();
+    tensors.push(("l.concat", "U32", vec![500], u32s, Some(concat(vec![200], vec![raw(), view(8, rans())]))));
+    let f64s: Vec<u8> = (0..300).flat_map(|i| (i as f64 / 7.0 - 20.0).to_le_bytes()).collect();
+    tensors.push(("m.f64", "F64", vec![300], f64s, Some(fields(11, 52, 2, [rans(), raw(), byteplanes(vec![rans(); 7])]))));
+    let f8: Vec<u8> = (0..1000).map(|_| g.next() as u8 & 0x7F).collect();
+    tensors.push(("n.f8", "F8_E4M3", vec![1000], f8, Some(fields(4, 3, 1, [rans(), raw(), raw()]))));
+    let e5m2: Vec<u8> = (0..500).map(|_| (g.next() % 40) as u8).collect();
+    tensors.push(("o.e5m2", "F8_E5M2", vec![500], e5m2, None));
+    let bools: Vec<u8> = (0..333).map(|_| (g.next() % 3 == 0) as u8).collect();
+    tensors.push(("p.bool", "BOOL", vec![333], bools, Some(rans())));
+    let q: Vec<u8> = (0..1000).map(|i| (i % 17) as u8).collect();
+    tensors.push(("q.quant", "Q4_0", vec![1000], q, Some(zstd(19))));
+
+    let mut header = String::from(r#"{"__metadata__":{"format":"pt","note":"brevis golden"}"#);
+    let mut data = Vec::new();
+    let mut programs = Vec::new();
+    for (i, (name, dtype, shape, bytes, prog)) in tensors.into_iter().enumerate() {
+        if i == 3 {
+            data.extend_from_slice(b"GAP!"); // bytes between tensors
+        }
+        let (a, b) = (data.len(), data.len() + bytes.len());
+        header += &format!(r#","{name}":{{"dtype":"{dtype}","shape":{shape:?},"data_offsets":[{a},{b}]}}"#);
+        data.extend_from_slice(&bytes);
+        programs.push(prog);
+    }
+    header += "}";
+    while header.len() % 8 != 0 {
+        header.push(' ');
+    }
+    let mut file = (header.len() as u64).to_le_bytes().to_vec();
+    file.extend_from_slice(header.as_bytes());
+    file.extend_from_slice(&data);
+    file.extend_from_slice(b"trailing bytes"); // after the last tensor
+    (file, programs)
+}
+
+fn fixture() -> Vec<u8> {
+    std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/silero_vad_16k.safetensors")).unwrap()
+}
+
+#[test]
+#[ignore = "writes the golden archives of the current format version"]
+fn write_golden() {
+    if std::env::var("BREVIS_WRITE_GOLDEN").is_err() {
+        return;
+    }
+    let dir = golden_dir().join(format!("v{}", brevis::container::VERSION));
+    assert!(!dir.exists(), "{} exists: golden archives are never rewritten", dir.display());
+    std::fs::create_dir_all(&dir).unwrap();
+    let (file, programs) = synthetic();
+    let opts = brevis::Options { chunk_bytes: 2048, threads: 1, ..Default::default() };
+    let ops = brevis::compress_with_programs(&file, &opts, &|i, _| programs[i].clone()).unwrap();
+    let silero = brevis::compress(&fixture(), &brevis::Options::default()).unwrap();
+    let mut manifest = String::new();
+    for (name, archive, original) in [("ops", &ops, &file), ("silero", &silero, &fixture())] {
+        std::fs::write(dir.join(format!("{name}.brv")), archive).unwrap();
+        manifest += &format!("{name}.brv {} {}\n", original.len(), sha256_hex(original));
+    }
+    std::fs::write(dir.join("MANIFEST"), manifest).unwrap();
+}
+
+/// Every golden archive of every version decodes to the recorded bytes.
+#[test]
+fn golden_archives_decode_forever() {
+    let mut checked = 0;
+    for v in 1..=brevis::container::VERSION {
+        let dir = golden_dir().join(format!("v{v}"));
+        let manifest = std::fs::read_to_string(dir.join("MANIFEST")).unwrap_or_else(|_| panic!("no golden archives for format version {v}"));
+        for line in manifest.lines() {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let archive = std::fs::read(dir.join(f[0])).unwrap();
+            assert_eq!(u16::from_le_bytes([archive[8], archive[9]]), v, "{} is not a v{v} archive", f[0]);
+            let out = brevis::decompress(&archive).unwrap_or_else(|e| panic!("v{v}/{}: {e}", f[0]));
+            assert_eq!(out.len().to_string(), f[1]);
+            assert_eq!(sha256_hex(&out), f[2], "v{v}/{} decodes to other bytes", f[0]);
+            checked += 1;
+        }
+    }
+    assert!(checked >= 2);
+}
+
+/// The synthetic golden input is still what the generator makes, and the operator archive
+/// holds every operator of the DSL (so each stays decodable).
+#[test]
+fn golden_ops_archive_covers_every_operator() {
+    let (file, _) = synthetic();
+    let dir = golden_dir().join("v1");
+    let manifest = std::fs::read_to_string(dir.join("MANIFEST")).unwrap();
+    assert!(manifest.contains(&sha256_hex(&file)), "the generator no longer makes the golden input");
+    let archive = std::fs::read(dir.join("ops.brv")).unwrap();
+    let a = brevis::Archive::open(&archive).unwrap();
+    let text: Vec<String> = (0..a.len()).map(|i| a.info(i).unwrap().program.to_string()).collect();
+    let all = text.join(" ");
+    for op in [
+        "raw", "rans", "rans(prev)", "rans(back", "rans(side", "huffman", "zstd", "const", "arange", "copy", "fields",
+        "byteplanes", "bitplanes", "delta", "xor(", "xorconst", "zigzag", "rotate", "dict", "concat", "repeat", "view",
+    ] {
+        assert!(all.contains(op), "golden archive lacks {op}: {all}");
+    }
+}
+
+/// Golden error inputs: each must fail with an error, never decode.
+#[test]
+fn golden_archive_damage_is_reported() {
+    let archive = std::fs::read(golden_dir().join("v1/ops.brv")).unwrap();
+    let mut future = archive.clone();
+    future[8] = 0xFF;
+    assert!(matches!(brevis::decompress(&future), Err(brevis::Error::Unsupported(_))));
+    let mut bad_magic = archive.clone();
+    bad_magic[0] ^= 1;
+    assert!(brevis::decompress(&bad_magic).is_err());
+    assert!(brevis::decompress(&archive[..archive.len() - 1]).is_err());
+    // A flipped bit in the first chunk payload is reported with its tensor.
+    let mut flipped = archive.clone();
+    let a = brevis::Archive::open(&archive).unwrap();
+    let chunk = &a.index().tensors[0].chunks[0];
+    flipped[chunk.offset as usize + chunk.len as usize / 2] ^= 0x10;
+    let err = brevis::decompress(&flipped).unwrap_err().to_string();
+    assert!(err.contains("a.bf16"), "{err}");
+}
