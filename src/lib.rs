@@ -19,7 +19,15 @@ pub mod ffi;
 pub mod synth;
 pub mod tensor;
 
-use container::{ChunkEntry, Index, ResidueCodec, TensorEntry};
+use container::{ChunkEntry, Index, TensorEntry};
+
+/// Gaps between tensors and trailing data up to this size stay in the residue (kept in the
+/// index's zstd frame); longer ones are coded as byte streams.
+const RESIDUE_MAX: usize = 64 << 10;
+
+fn chunk_elems(opts: &Options, word_bits: u32) -> u64 {
+    (opts.chunk_bytes / (word_bits / 8) as usize).max(1) as u64
+}
 pub use error::{Error, Result};
 use rayon::prelude::*;
 use std::collections::HashMap;
@@ -96,30 +104,40 @@ pub fn compress_with_programs(input: &[u8], opts: &Options, programs: ProgramOve
     pool(opts.threads)?.install(|| compress_in_pool(input, &opts.clamped(), Some(programs)))
 }
 
-fn compress_in_pool(input: &[u8], opts: &Options, forced: Option<ProgramOverride>) -> Result<Vec<u8>> {
-    let jobs: Vec<Job> = match tensor::safetensors::layout(input) {
-        Ok(spans) => spans
-            .into_iter()
-            .map(|s| Job {
-                word_bits: s.word_bits(),
-                bytes: &input[s.start as usize..s.end as usize],
-                offset: s.start,
-                name: s.name,
-                dtype: s.dtype,
-                shape: s.shape,
-            })
-            .collect(),
-        Err(_) if input.is_empty() => Vec::new(),
-        // Not safetensors: one byte stream.
-        Err(_) => vec![Job {
-            name: String::new(),
-            dtype: tensor::DType::Other(String::new()),
-            shape: vec![input.len() as u64],
-            word_bits: 8,
-            offset: 0,
-            bytes: input,
-        }],
+fn compress_in_pool<'a>(input: &'a [u8], opts: &Options, forced: Option<ProgramOverride>) -> Result<Vec<u8>> {
+    let spans = match tensor::safetensors::layout(input) {
+        Ok(spans) => spans,
+        Err(_) => Vec::new(),
     };
+    let mut jobs: Vec<Job> = Vec::with_capacity(spans.len() + 1);
+    let mut pos = 0usize;
+    // Bytes outside tensors go to the residue, except long gaps and trailing data (or a whole
+    // file that is not safetensors), which are coded as byte streams.
+    let gap = |jobs: &mut Vec<Job<'a>>, a: usize, b: usize| {
+        if b - a > RESIDUE_MAX || (spans.is_empty() && b > a) {
+            jobs.push(Job {
+                name: String::new(),
+                dtype: tensor::DType::Other(String::new()),
+                shape: vec![(b - a) as u64],
+                word_bits: 8,
+                offset: a as u64,
+                bytes: &input[a..b],
+            });
+        }
+    };
+    for s in &spans {
+        gap(&mut jobs, pos, s.start as usize);
+        jobs.push(Job {
+            word_bits: s.word_bits(),
+            bytes: &input[s.start as usize..s.end as usize],
+            offset: s.start,
+            name: s.name.clone(),
+            dtype: s.dtype.clone(),
+            shape: s.shape.clone(),
+        });
+        pos = s.end as usize;
+    }
+    gap(&mut jobs, pos, input.len());
 
     // Duplicates: identical bytes of an earlier tensor with the same word width become `copy`.
     let mut seen: HashMap<(u128, u32), usize> = HashMap::new();
@@ -153,9 +171,8 @@ fn compress_in_pool(input: &[u8], opts: &Options, forced: Option<ProgramOverride
             if let Some(k) = dup {
                 return (dsl::build::copy(*k as u32), true);
             }
-            let word_bytes = (j.word_bits / 8) as usize;
             let so = synth::SearchOptions {
-                chunk_elems: (opts.chunk_bytes / word_bytes).max(1),
+                chunk_elems: chunk_elems(opts, j.word_bits) as usize,
                 sample_elems: opts.sample_elems,
             };
             (synth::choose(&view, &so), false)
@@ -167,7 +184,7 @@ fn compress_in_pool(input: &[u8], opts: &Options, forced: Option<ProgramOverride
     let mut work: Vec<(usize, usize, usize)> = Vec::new(); // (tensor, byte start, byte end)
     for (i, j) in jobs.iter().enumerate() {
         let wb = (j.word_bits / 8) as usize;
-        let step = (opts.chunk_bytes / wb).max(1) * wb;
+        let step = chunk_elems(opts, j.word_bits) as usize * wb;
         let mut s = 0;
         while s < j.bytes.len() {
             let e = (s + step).min(j.bytes.len());
@@ -236,24 +253,21 @@ fn compress_in_pool(input: &[u8], opts: &Options, forced: Option<ProgramOverride
         pos = j.offset as usize + j.bytes.len();
     }
     residue.extend_from_slice(&input[pos..]);
-    let mut blob = Vec::new();
-    coder::zstd_encode(&residue, 19, &mut blob)?;
-    let (codec, blob) =
-        if blob.len() < residue.len() { (ResidueCodec::Zstd, blob) } else { (ResidueCodec::Raw, residue.clone()) };
 
-    let mut offset = (container::HEADER_LEN + blob.len()) as u64;
+    let mut offset = container::HEADER_LEN as u64;
     let mut tensors = Vec::with_capacity(jobs.len());
     let mut k = 0;
     for (i, j) in jobs.iter().enumerate() {
         let mut chunks = Vec::new();
+        let reads = programs[i].reads_payload();
         while k < work.len() && work[k].0 == i {
             let (_, s, e) = work[k];
-            let len = payloads[k].len() as u64;
+            let len = if reads { payloads[k].len() as u64 } else { 0 };
             chunks.push(ChunkEntry {
                 offset,
                 len,
                 elems: ((e - s) / (j.word_bits / 8) as usize) as u64,
-                checksum: xxh3_64(&j.bytes[s..e]),
+                checksum: reads.then(|| xxh3_64(&j.bytes[s..e])),
             });
             offset += len;
             k += 1;
@@ -266,6 +280,7 @@ fn compress_in_pool(input: &[u8], opts: &Options, forced: Option<ProgramOverride
             offset: j.offset,
             nbytes: j.bytes.len() as u64,
             program: programs[i].clone(),
+            chunk_elems: chunk_elems(opts, j.word_bits),
             chunks,
         });
     }
@@ -273,13 +288,10 @@ fn compress_in_pool(input: &[u8], opts: &Options, forced: Option<ProgramOverride
         version: container::VERSION,
         original_size: input.len() as u64,
         original_hash: xxh3_64(input),
-        residue_codec: codec,
-        residue_offset: container::HEADER_LEN as u64,
-        residue_len: blob.len() as u64,
-        residue_hash: xxh3_64(&residue),
+        residue,
         tensors,
     };
-    let out = container::write_archive(&index, &blob, &payloads);
+    let out = container::write_archive(&index, &payloads)?;
     payloads.clear();
     if forced.is_some() {
         // Imposed programs are not checked by the chooser (generators, copies): decode to prove them.
@@ -323,7 +335,13 @@ pub struct TensorInfo<'a> {
 
 impl<'a> Archive<'a> {
     pub fn open(bytes: &'a [u8]) -> Result<Archive<'a>> {
-        Ok(Archive { bytes, index: container::read_index(bytes)?, memory_limit: DecodeOptions::default().memory_limit })
+        Self::open_with_limit(bytes, DecodeOptions::default().memory_limit)
+    }
+
+    /// Opens an archive; `memory_limit` bounds what reading the index and decoding one tensor
+    /// may allocate.
+    pub fn open_with_limit(bytes: &'a [u8], memory_limit: u64) -> Result<Archive<'a>> {
+        Ok(Archive { bytes, index: container::read_index(bytes, memory_limit)?, memory_limit })
     }
 
     /// Largest tensor [`Archive::decode_tensor`] may allocate, in bytes.
@@ -417,7 +435,7 @@ impl<'a> Archive<'a> {
         if out.len() as u64 != self.index.original_size {
             return Err(Error::invalid("output buffer does not have the original size"));
         }
-        let residue = container::decode_residue(self.bytes, &self.index)?;
+        let residue = &self.index.residue;
         let mut rpos = 0usize;
         for (off, len) in self.index.residue_spans() {
             out[off as usize..(off + len) as usize].copy_from_slice(&residue[rpos..rpos + len as usize]);

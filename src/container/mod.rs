@@ -1,7 +1,10 @@
-//! The archive: header, residue blob, chunk payloads, index, footer. See docs/FORMAT.md.
+//! The archive: header, chunk payloads, meta (index + residue), footer. See docs/FORMAT.md.
 //!
-//! Everything read from an archive is checked against the bytes that remain and against the
-//! caller's memory limit before anything is allocated from it.
+//! The meta block is one zstd frame holding the index and the residue (the original's bytes
+//! outside tensor data: the safetensors length prefix and JSON header, padding, small gaps), so
+//! names, dtypes and shapes that appear in both cost little. Everything read from an archive is
+//! checked against the bytes that remain and against the caller's memory limit before anything
+//! is allocated from it.
 
 use crate::coder::bitio::{put_bytes, put_varint, ByteReader};
 use crate::dsl::{Env, Node, Stream, Ty};
@@ -15,17 +18,14 @@ pub const VERSION: u16 = 1;
 /// Oldest format version this build reads.
 pub const MIN_VERSION: u16 = 1;
 pub const HEADER_LEN: usize = 16;
+pub const FOOTER_LEN: usize = 32;
 /// Largest original size of one chunk. Bounds the memory one chunk's decoding may take
 /// (a few times this, for the intermediate streams), whatever the archive says.
 pub const MAX_CHUNK_BYTES: u64 = 64 << 20;
-pub const FOOTER_LEN: usize = 24;
-
-/// How the residue (every byte of the original outside tensor data) is stored.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ResidueCodec {
-    Raw = 0,
-    Zstd = 1,
-}
+/// Largest decoded meta block (index + residue) a reader accepts.
+pub const MAX_META_BYTES: u64 = 256 << 20;
+/// Level of the zstd frame that holds the meta block.
+const META_LEVEL: i32 = 19;
 
 #[derive(Clone, Debug)]
 pub struct ChunkEntry {
@@ -33,8 +33,9 @@ pub struct ChunkEntry {
     pub offset: u64,
     pub len: u64,
     pub elems: u64,
-    /// xxh3-64 of the chunk's original bytes.
-    pub checksum: u64,
+    /// xxh3-64 of the chunk's original bytes; None for programs that read no payload
+    /// (generators and copies), which the index checksum already covers.
+    pub checksum: Option<u64>,
 }
 
 #[derive(Clone, Debug)]
@@ -48,6 +49,8 @@ pub struct TensorEntry {
     pub offset: u64,
     pub nbytes: u64,
     pub program: Node,
+    /// Elements per chunk (the last chunk may be shorter).
+    pub chunk_elems: u64,
     pub chunks: Vec<ChunkEntry>,
 }
 
@@ -60,15 +63,25 @@ impl TensorEntry {
     }
 }
 
+/// Chunk element counts of a tensor of `elems` elements.
+pub fn chunk_sizes(elems: u64, chunk_elems: u64) -> impl Iterator<Item = u64> {
+    let mut left = elems;
+    std::iter::from_fn(move || {
+        (left > 0).then(|| {
+            let n = left.min(chunk_elems);
+            left -= n;
+            n
+        })
+    })
+}
+
 #[derive(Clone, Debug)]
 pub struct Index {
     pub version: u16,
     pub original_size: u64,
     pub original_hash: u64,
-    pub residue_codec: ResidueCodec,
-    pub residue_offset: u64,
-    pub residue_len: u64,
-    pub residue_hash: u64,
+    /// Every original byte outside tensor data, in file order.
+    pub residue: Vec<u8>,
     pub tensors: Vec<TensorEntry>,
 }
 
@@ -89,16 +102,9 @@ impl Index {
         spans
     }
 
-    pub fn residue_raw_len(&self) -> u64 {
-        self.original_size - self.tensors.iter().map(|t| t.nbytes).sum::<u64>()
-    }
-
     fn write(&self, out: &mut Vec<u8>) {
         put_varint(out, self.original_size);
         out.extend_from_slice(&self.original_hash.to_le_bytes());
-        put_varint(out, self.residue_codec as u64);
-        put_varint(out, self.residue_len);
-        out.extend_from_slice(&self.residue_hash.to_le_bytes());
         put_varint(out, self.tensors.len() as u64);
         for t in &self.tensors {
             put_bytes(out, t.name.as_bytes());
@@ -111,36 +117,28 @@ impl Index {
             put_varint(out, t.offset);
             put_varint(out, t.nbytes);
             put_bytes(out, &t.program.to_bytes());
-            put_varint(out, t.chunks.len() as u64);
-            for c in &t.chunks {
-                put_varint(out, c.elems);
-                put_varint(out, c.len);
-                out.extend_from_slice(&c.checksum.to_le_bytes());
+            put_varint(out, t.chunk_elems);
+            if t.program.reads_payload() {
+                for c in &t.chunks {
+                    put_varint(out, c.len);
+                    out.extend_from_slice(&c.checksum.unwrap_or(0).to_le_bytes());
+                }
             }
         }
+        put_varint(out, self.residue.len() as u64);
+        out.extend_from_slice(&self.residue);
     }
 
     fn read(bytes: &[u8], version: u16, data_end: u64) -> Result<Index> {
         let mut r = ByteReader::new(bytes);
         let original_size = r.varint()?;
         let original_hash = r.u64_le()?;
-        let residue_codec = match r.varint()? {
-            0 => ResidueCodec::Raw,
-            1 => ResidueCodec::Zstd,
-            c => return Err(Error::corrupt(format!("unknown residue codec {c}"))),
-        };
-        let residue_len = r.varint()?;
-        let residue_hash = r.u64_le()?;
         let mut pos = HEADER_LEN as u64;
-        let residue_offset = pos;
-        pos = pos
-            .checked_add(residue_len)
-            .filter(|&p| p <= data_end)
-            .ok_or_else(|| Error::corrupt("residue out of range"))?;
         // Every tensor takes at least 8 index bytes: bound the count before allocating.
         let nt = r.len(r.remaining() as u64 / 8)?;
         let mut tensors = Vec::with_capacity(nt);
         let mut orig_pos = 0u64;
+        let mut tensor_bytes = 0u64;
         for _ in 0..nt {
             let name =
                 String::from_utf8(r.bytes()?.to_vec()).map_err(|_| Error::corrupt("tensor name is not UTF-8"))?;
@@ -151,85 +149,81 @@ impl Index {
             if !matches!(word_bits, 8 | 16 | 32 | 64) {
                 return Err(Error::corrupt(format!("tensor {name:?}: bad word width")));
             }
+            let wb = word_bits as u64 / 8;
             let offset = r.varint()?;
             let nbytes = r.varint()?;
             let end = offset.checked_add(nbytes).ok_or_else(|| Error::corrupt("tensor range overflows"))?;
-            if offset < orig_pos || end > original_size || nbytes % (word_bits as u64 / 8) != 0 {
+            if offset < orig_pos || end > original_size || nbytes % wb != 0 {
                 return Err(Error::corrupt(format!("tensor {name:?}: byte range out of order or out of range")));
             }
             orig_pos = end;
+            tensor_bytes += nbytes;
             let program = Node::parse(r.bytes()?, Ty::u(word_bits)).map_err(|e| match e {
                 Error::Unsupported(m) => Error::Unsupported(format!("tensor {name:?}: {m}")),
                 e => Error::corrupt(format!("tensor {name:?}: bad program: {e}")),
             })?;
-            let nc = r.len(r.remaining() as u64 / 10)?;
-            let mut chunks = Vec::with_capacity(nc);
-            let mut elems_total = 0u64;
-            for _ in 0..nc {
-                let elems = r.varint()?;
-                let len = r.varint()?;
-                let checksum = r.u64_le()?;
+            let chunk_elems = r.varint()?;
+            if (nbytes > 0 && chunk_elems == 0) || chunk_elems > MAX_CHUNK_BYTES / wb {
+                return Err(Error::corrupt(format!("tensor {name:?}: chunk size out of range")));
+            }
+            let elems = nbytes / wb;
+            let nchunks = if elems == 0 { 0 } else { elems.div_ceil(chunk_elems) };
+            let payload = program.reads_payload();
+            // A payload-bearing chunk takes at least 9 index bytes.
+            if payload && nchunks > r.remaining() as u64 / 9 {
+                return Err(Error::corrupt(format!("tensor {name:?}: more chunks than the index holds")));
+            }
+            let mut chunks = Vec::with_capacity(if payload { nchunks as usize } else { 0 });
+            for n in chunk_sizes(elems, chunk_elems) {
+                let (len, checksum) = if payload { (r.varint()?, Some(r.u64_le()?)) } else { (0, None) };
                 let offset = pos;
                 pos = pos
                     .checked_add(len)
                     .filter(|&p| p <= data_end)
                     .ok_or_else(|| Error::corrupt("chunk out of range"))?;
-                elems_total = elems_total.checked_add(elems).ok_or_else(|| Error::corrupt("chunk sizes overflow"))?;
-                if elems == 0 || elems > MAX_CHUNK_BYTES / (word_bits as u64 / 8) {
-                    return Err(Error::corrupt("chunk size out of range"));
-                }
-                chunks.push(ChunkEntry { offset, len, elems, checksum });
+                chunks.push(ChunkEntry { offset, len, elems: n, checksum });
             }
-            if elems_total.checked_mul(word_bits as u64 / 8) != Some(nbytes) {
-                return Err(Error::corrupt(format!("tensor {name:?}: chunk sizes do not add up")));
-            }
-            tensors.push(TensorEntry { name, dtype, shape, word_bits, offset, nbytes, program, chunks });
+            tensors.push(TensorEntry { name, dtype, shape, word_bits, offset, nbytes, program, chunk_elems, chunks });
         }
+        let residue_len = r.len(r.remaining() as u64)?;
+        let residue = r.take(residue_len)?.to_vec();
         if !r.is_empty() {
             return Err(Error::corrupt("index: trailing bytes"));
         }
         if pos != data_end {
             return Err(Error::corrupt("payload sizes do not add up"));
         }
-        let idx = Index {
-            version,
-            original_size,
-            original_hash,
-            residue_codec,
-            residue_offset,
-            residue_len,
-            residue_hash,
-            tensors,
-        };
-        if residue_codec == ResidueCodec::Raw && residue_len != idx.residue_raw_len() {
-            return Err(Error::corrupt("raw residue has the wrong size"));
+        if tensor_bytes + residue.len() as u64 != original_size {
+            return Err(Error::corrupt("tensors and residue do not add up to the original size"));
         }
-        Ok(idx)
+        Ok(Index { version, original_size, original_hash, residue, tensors })
     }
 }
 
-/// Assembles an archive from its parts (payloads in index order).
-pub fn write_archive(index: &Index, residue_blob: &[u8], payloads: &[Vec<u8>]) -> Vec<u8> {
-    let total: usize = residue_blob.len() + payloads.iter().map(|p| p.len()).sum::<usize>();
-    let mut out = Vec::with_capacity(HEADER_LEN + total + 1024);
+/// Assembles an archive: header, payloads (in index order, as the index's chunk lengths say),
+/// meta, footer.
+pub fn write_archive(index: &Index, payloads: &[Vec<u8>]) -> Result<Vec<u8>> {
+    let mut meta_raw = Vec::new();
+    index.write(&mut meta_raw);
+    let meta = zstd::bulk::compress(&meta_raw, META_LEVEL)?;
+    let total: usize = payloads.iter().map(|p| p.len()).sum::<usize>();
+    let mut out = Vec::with_capacity(HEADER_LEN + total + meta.len() + FOOTER_LEN);
     out.extend_from_slice(&MAGIC);
     out.extend_from_slice(&VERSION.to_le_bytes());
     out.extend_from_slice(&[0u8; 6]);
-    out.extend_from_slice(residue_blob);
     for p in payloads {
         out.extend_from_slice(p);
     }
-    let mut idx = Vec::new();
-    index.write(&mut idx);
-    out.extend_from_slice(&idx);
-    out.extend_from_slice(&(idx.len() as u64).to_le_bytes());
-    out.extend_from_slice(&xxh3_64(&idx).to_le_bytes());
+    out.extend_from_slice(&meta);
+    out.extend_from_slice(&(meta.len() as u64).to_le_bytes());
+    out.extend_from_slice(&(meta_raw.len() as u64).to_le_bytes());
+    out.extend_from_slice(&xxh3_64(&meta).to_le_bytes());
     out.extend_from_slice(&END_MAGIC);
-    out
+    Ok(out)
 }
 
-/// Reads and validates the header, footer and index.
-pub fn read_index(archive: &[u8]) -> Result<Index> {
+/// Reads and validates the header, footer and meta block. `memory_limit` bounds the decoded meta.
+pub fn read_index(archive: &[u8], memory_limit: u64) -> Result<Index> {
     if archive.len() < HEADER_LEN + FOOTER_LEN {
         return Err(Error::corrupt(if archive.len() >= 8 && archive[..8] == MAGIC {
             "archive is truncated"
@@ -250,35 +244,25 @@ pub fn read_index(archive: &[u8]) -> Result<Index> {
         return Err(Error::corrupt("reserved header bytes are not zero"));
     }
     let foot = &archive[archive.len() - FOOTER_LEN..];
-    if foot[16..] != END_MAGIC {
+    if foot[24..] != END_MAGIC {
         return Err(Error::corrupt("archive is truncated or its footer is damaged"));
     }
-    let idx_len = u64::from_le_bytes(foot[..8].try_into().unwrap());
-    let idx_hash = u64::from_le_bytes(foot[8..16].try_into().unwrap());
+    let word = |i: usize| u64::from_le_bytes(foot[8 * i..8 * i + 8].try_into().unwrap());
+    let (meta_len, meta_raw_len, meta_hash) = (word(0), word(1), word(2));
     let body_end = (archive.len() - FOOTER_LEN) as u64;
-    if idx_len > body_end - HEADER_LEN as u64 {
+    if meta_len > body_end - HEADER_LEN as u64 {
         return Err(Error::corrupt("index length out of range"));
     }
-    let idx_start = (body_end - idx_len) as usize;
-    let idx_bytes = &archive[idx_start..body_end as usize];
-    if xxh3_64(idx_bytes) != idx_hash {
+    let meta_start = (body_end - meta_len) as usize;
+    let meta = &archive[meta_start..body_end as usize];
+    if xxh3_64(meta) != meta_hash {
         return Err(Error::Checksum("archive index".into()));
     }
-    Index::read(idx_bytes, version, idx_start as u64)
-}
-
-/// Decodes the residue blob into its raw bytes.
-pub fn decode_residue(archive: &[u8], index: &Index) -> Result<Vec<u8>> {
-    let blob = &archive[index.residue_offset as usize..(index.residue_offset + index.residue_len) as usize];
-    let raw_len = index.residue_raw_len() as usize;
-    let raw = match index.residue_codec {
-        ResidueCodec::Raw => blob.to_vec(),
-        ResidueCodec::Zstd => crate::coder::zstd_decode(blob, raw_len)?,
-    };
-    if xxh3_64(&raw) != index.residue_hash {
-        return Err(Error::Checksum("residue (file header, padding and gaps)".into()));
+    if meta_raw_len > MAX_META_BYTES || meta_raw_len > memory_limit {
+        return Err(Error::Limit(format!("archive index of {meta_raw_len} bytes")));
     }
-    Ok(raw)
+    let raw = crate::coder::zstd_decode(meta, meta_raw_len as usize)?;
+    Index::read(&raw, version, meta_start as u64)
 }
 
 /// Decodes chunk `c` of tensor `t` into `out` (exactly the chunk's bytes) and verifies it.
@@ -286,7 +270,7 @@ pub fn decode_chunk(archive: &[u8], index: &Index, t: usize, c: usize, out: &mut
     let s = chunk_stream(archive, index, t, c, 0)?;
     let tensor = &index.tensors[t];
     write_stream(&s, out)?;
-    if xxh3_64(out) != tensor.chunks[c].checksum {
+    if tensor.chunks[c].checksum.is_some_and(|h| h != xxh3_64(out)) {
         return Err(Error::Checksum(format!("tensor {:?}, chunk {c}", tensor.name)));
     }
     Ok(())

@@ -75,6 +75,12 @@ impl Node {
         Node { op, children }
     }
 
+    /// Whether running the program reads bytes from the chunk payload (generators and copies do not).
+    pub fn reads_payload(&self) -> bool {
+        matches!(self.op, Op::Raw(_) | Op::Rans(_) | Op::Huffman(_) | Op::Zstd(_) | Op::Dict(_))
+            || self.children.iter().any(|c| c.reads_payload())
+    }
+
     pub fn is_leaf(&self) -> bool {
         matches!(
             self.op,
