@@ -16,6 +16,7 @@ pub mod container;
 pub mod dsl;
 pub mod error;
 pub mod ffi;
+pub mod reference;
 pub mod synth;
 pub mod tensor;
 
@@ -79,7 +80,7 @@ fn pool(threads: usize) -> Result<rayon::ThreadPool> {
         .map_err(|e| Error::invalid(format!("cannot start worker threads: {e}")))
 }
 
-/// A tensor (or the whole file, when it is not safetensors) to compress.
+/// A tensor (or a byte region: the whole file when it is not safetensors) to compress.
 struct Job<'a> {
     name: String,
     dtype: tensor::DType,
@@ -87,11 +88,21 @@ struct Job<'a> {
     word_bits: u32,
     offset: u64,
     bytes: &'a [u8],
+    /// The matching tensor of the reference: its name and bytes.
+    reference: Option<(String, &'a [u8])>,
 }
 
 /// Compresses any file; safetensors files get a program per tensor.
 pub fn compress(input: &[u8], opts: &Options) -> Result<Vec<u8>> {
-    pool(opts.threads)?.install(|| compress_in_pool(input, &opts.clamped(), None))
+    pool(opts.threads)?.install(|| compress_in_pool(input, &opts.clamped(), None, None))
+}
+
+/// Compresses `input` against a reference checkpoint (a safetensors file or a Brevis archive):
+/// each tensor with a match in the reference (same name and size, or same content) may be coded
+/// against it when that is smaller. Decoding then needs the same reference.
+pub fn compress_with_ref(input: &[u8], reference: &[u8], opts: &Options) -> Result<Vec<u8>> {
+    let r = reference::Reference::new(reference)?;
+    pool(opts.threads)?.install(|| compress_in_pool(input, &opts.clamped(), None, Some(&r)))
 }
 
 /// A caller-supplied program for tensor `i` (None: let the chooser decide).
@@ -101,16 +112,26 @@ pub type ProgramOverride<'a> = &'a (dyn Fn(usize, &synth::TensorView) -> Option<
 /// exercise every operator, and by tests). A program that does not apply to its tensor is an error.
 #[doc(hidden)]
 pub fn compress_with_programs(input: &[u8], opts: &Options, programs: ProgramOverride) -> Result<Vec<u8>> {
-    pool(opts.threads)?.install(|| compress_in_pool(input, &opts.clamped(), Some(programs)))
+    pool(opts.threads)?.install(|| compress_in_pool(input, &opts.clamped(), Some(programs), None))
 }
 
-fn compress_in_pool<'a>(input: &'a [u8], opts: &Options, forced: Option<ProgramOverride>) -> Result<Vec<u8>> {
-    let spans = match tensor::safetensors::layout(input) {
-        Ok(spans) => spans,
-        Err(_) => Vec::new(),
-    };
+/// The tensors of `input` and the byte regions between them, in file order.
+/// [`compress_with_programs`] against a reference.
+#[doc(hidden)]
+pub fn compress_with_programs_and_ref(
+    input: &[u8],
+    reference: &[u8],
+    opts: &Options,
+    programs: ProgramOverride,
+) -> Result<Vec<u8>> {
+    let r = reference::Reference::new(reference)?;
+    pool(opts.threads)?.install(|| compress_in_pool(input, &opts.clamped(), Some(programs), Some(&r)))
+}
+
+fn plan<'a>(input: &'a [u8], refs: Option<&'a reference::Reference>) -> Vec<Job<'a>> {
+    let spans = tensor::safetensors::layout(input).unwrap_or_default();
+    let content = refs.map(|r| r.content_index());
     let mut jobs: Vec<Job> = Vec::with_capacity(spans.len() + 1);
-    let mut pos = 0usize;
     // Bytes outside tensors go to the residue, except long gaps and trailing data (or a whole
     // file that is not safetensors), which are coded as byte streams.
     let gap = |jobs: &mut Vec<Job<'a>>, a: usize, b: usize| {
@@ -122,22 +143,48 @@ fn compress_in_pool<'a>(input: &'a [u8], opts: &Options, forced: Option<ProgramO
                 word_bits: 8,
                 offset: a as u64,
                 bytes: &input[a..b],
+                reference: None,
             });
         }
     };
+    let mut pos = 0usize;
     for s in &spans {
         gap(&mut jobs, pos, s.start as usize);
+        let bytes = &input[s.start as usize..s.end as usize];
+        let word_bits = s.word_bits();
+        let reference = refs.and_then(|r| {
+            // Same name and layout, else identical content under another name.
+            let by_name = r
+                .tensor(&s.name)
+                .filter(|(rs, _)| rs.len() == s.len() && rs.word_bits() == word_bits)
+                .map(|(_, b)| (s.name.clone(), b));
+            by_name.or_else(|| {
+                let name = content.as_ref()?.get(&(s.len(), xxh3_128(bytes)))?;
+                r.tensor(name).map(|(_, b)| (name.clone(), b))
+            })
+        });
         jobs.push(Job {
-            word_bits: s.word_bits(),
-            bytes: &input[s.start as usize..s.end as usize],
+            word_bits,
+            bytes,
             offset: s.start,
             name: s.name.clone(),
             dtype: s.dtype.clone(),
             shape: s.shape.clone(),
+            reference,
         });
         pos = s.end as usize;
     }
     gap(&mut jobs, pos, input.len());
+    jobs
+}
+
+fn compress_in_pool(
+    input: &[u8],
+    opts: &Options,
+    forced: Option<ProgramOverride>,
+    refs: Option<&reference::Reference>,
+) -> Result<Vec<u8>> {
+    let jobs = plan(input, refs);
 
     // Duplicates: identical bytes of an earlier tensor with the same word width become `copy`.
     let mut seen: HashMap<(u128, u32), usize> = HashMap::new();
@@ -159,32 +206,38 @@ fn compress_in_pool<'a>(input: &'a [u8], opts: &Options, forced: Option<ProgramO
         })
         .collect();
 
-    let programs: Vec<(dsl::Node, bool)> = jobs
+    // One program per tensor: imposed, a copy of a duplicate, or chosen.
+    let chosen: Vec<(dsl::Node, bool, u64)> = jobs
         .par_iter()
         .zip(&dup_of)
         .enumerate()
         .map(|(i, (j, dup))| {
-            let view = synth::TensorView { dtype: &j.dtype, shape: &j.shape, word_bits: j.word_bits, bytes: j.bytes };
+            let view = synth::TensorView {
+                dtype: &j.dtype,
+                shape: &j.shape,
+                word_bits: j.word_bits,
+                bytes: j.bytes,
+                reference: j.reference.as_ref().map(|r| r.1),
+            };
             if let Some(p) = forced.and_then(|f| f(i, &view)) {
-                return (p, true);
+                return (p, true, 0);
             }
             if let Some(k) = dup {
-                return (dsl::build::copy(*k as u32), true);
+                return (dsl::build::copy(*k as u32), true, 0);
             }
             let so = synth::SearchOptions {
                 chunk_elems: chunk_elems(opts, j.word_bits) as usize,
                 sample_elems: opts.sample_elems,
             };
-            (synth::choose(&view, &so), false)
+            let c = synth::choose(&view, &so);
+            (c.program, false, c.standalone_estimate)
         })
         .collect();
-    let (programs, pinned): (Vec<dsl::Node>, Vec<bool>) = programs.into_iter().unzip();
 
-    // Chunk jobs, in index order.
-    let mut work: Vec<(usize, usize, usize)> = Vec::new(); // (tensor, byte start, byte end)
+    // Chunk jobs, in index order: (tensor, byte start, byte end).
+    let mut work: Vec<(usize, usize, usize)> = Vec::new();
     for (i, j) in jobs.iter().enumerate() {
-        let wb = (j.word_bits / 8) as usize;
-        let step = chunk_elems(opts, j.word_bits) as usize * wb;
+        let step = chunk_elems(opts, j.word_bits) as usize * (j.word_bits / 8) as usize;
         let mut s = 0;
         while s < j.bytes.len() {
             let e = (s + step).min(j.bytes.len());
@@ -192,58 +245,45 @@ fn compress_in_pool<'a>(input: &'a [u8], opts: &Options, forced: Option<ProgramO
             s = e;
         }
     }
-    let payloads: Vec<Result<Vec<u8>>> = work
-        .par_iter()
-        .map(|&(i, s, e)| {
-            let j = &jobs[i];
-            let mut out = Vec::new();
-            if matches!(programs[i].op, dsl::Op::Copy(_)) {
-                return Ok(out);
-            }
-            let stream = dsl::Stream::from_le_bytes(dsl::Ty::u(j.word_bits), &j.bytes[s..e])?;
-            match programs[i].encode(&stream, &[], &mut out) {
-                Ok(()) => Ok(out),
-                Err(Error::Invalid(_)) => {
-                    // The program chosen on a sample does not fit this chunk: fall back to raw.
-                    Err(Error::invalid("fallback"))
-                }
-                Err(e) => Err(e),
-            }
-        })
-        .collect();
-
-    // A chunk that the chosen program cannot code sends its whole tensor to `raw`.
-    let mut programs = programs;
-    let mut payloads: Vec<Vec<u8>> = {
-        let mut failed = vec![false; jobs.len()];
-        for (w, p) in work.iter().zip(&payloads) {
-            if let Err(Error::Invalid(_)) = p {
-                if pinned[w.0] {
-                    return Err(Error::invalid(format!("the program given for tensor {} does not apply", w.0)));
-                }
-                failed[w.0] = true;
-            }
+    let encode_chunk = |program: &dsl::Node, i: usize, s: usize, e: usize| -> Result<Vec<u8>> {
+        let j = &jobs[i];
+        let mut out = Vec::new();
+        if !program.reads_payload() {
+            return Ok(out);
         }
-        for (i, f) in failed.iter().enumerate() {
-            if *f {
-                programs[i] = dsl::build::raw();
-            }
-        }
-        work.par_iter()
-            .zip(payloads)
-            .map(|(&(i, s, e), p)| {
-                if failed[i] {
-                    let j = &jobs[i];
-                    let stream = dsl::Stream::from_le_bytes(dsl::Ty::u(j.word_bits), &j.bytes[s..e])?;
-                    let mut out = Vec::new();
-                    programs[i].encode(&stream, &[], &mut out)?;
-                    Ok(out)
-                } else {
-                    p
-                }
-            })
-            .collect::<Result<Vec<_>>>()?
+        let ty = dsl::Ty::u(j.word_bits);
+        let stream = dsl::Stream::from_le_bytes(ty, &j.bytes[s..e])?;
+        let reference = match (&j.reference, program.uses_reference()) {
+            (Some((_, rb)), true) => Some(dsl::Stream::from_le_bytes(ty, &rb[s..e])?),
+            _ => None,
+        };
+        program.encode_with(&stream, &[], reference.as_ref(), &mut out)?;
+        Ok(out)
     };
+    let mut programs: Vec<dsl::Node> = chosen.iter().map(|c| c.0.clone()).collect();
+    let payloads: Vec<Result<Vec<u8>>> =
+        work.par_iter().map(|&(i, s, e)| encode_chunk(&programs[i], i, s, e)).collect();
+
+    // A chunk that the program chosen on a sample cannot code sends its whole tensor to `raw`.
+    let mut failed = vec![false; jobs.len()];
+    for (w, p) in work.iter().zip(&payloads) {
+        if let Err(Error::Invalid(_)) = p {
+            if chosen[w.0].1 {
+                return Err(Error::invalid(format!("the program given for tensor {} does not apply", w.0)));
+            }
+            failed[w.0] = true;
+        }
+    }
+    for (i, f) in failed.iter().enumerate() {
+        if *f {
+            programs[i] = dsl::build::raw();
+        }
+    }
+    let payloads: Vec<Vec<u8>> = work
+        .par_iter()
+        .zip(payloads)
+        .map(|(&(i, s, e), p)| if failed[i] { encode_chunk(&programs[i], i, s, e) } else { p })
+        .collect::<Result<Vec<_>>>()?;
 
     // Residue: everything outside tensors, in order.
     let mut residue = Vec::new();
@@ -272,6 +312,12 @@ fn compress_in_pool<'a>(input: &'a [u8], opts: &Options, forced: Option<ProgramO
             offset += len;
             k += 1;
         }
+        let reference = match (&j.reference, programs[i].uses_reference()) {
+            (Some((name, rb)), true) => {
+                Some(container::TensorRef { name: name.clone(), hash: xxh3_64(rb), standalone_estimate: chosen[i].2 })
+            }
+            _ => None,
+        };
         tensors.push(TensorEntry {
             name: j.name.clone(),
             dtype: j.dtype.name().to_string(),
@@ -282,20 +328,29 @@ fn compress_in_pool<'a>(input: &'a [u8], opts: &Options, forced: Option<ProgramO
             program: programs[i].clone(),
             chunk_elems: chunk_elems(opts, j.word_bits),
             chunks,
+            reference,
         });
     }
+    let uses_ref = tensors.iter().any(|t| t.reference.is_some());
     let index = Index {
         version: container::VERSION,
         original_size: input.len() as u64,
         original_hash: xxh3_64(input),
+        reference: refs.filter(|_| uses_ref).map(|r| r.identity()),
         residue,
         tensors,
     };
     let out = container::write_archive(&index, &payloads)?;
-    payloads.clear();
     if forced.is_some() {
         // Imposed programs are not checked by the chooser (generators, copies): decode to prove them.
-        let back = Archive::open(&out)?.decompress(&DecodeOptions::default());
+        let back = match refs {
+            Some(r) => {
+                let mut a = Archive::open(&out)?;
+                a.set_reference(reference::Reference::new(r.original())?)?;
+                a.decompress(&DecodeOptions::default())
+            }
+            None => Archive::open(&out)?.decompress(&DecodeOptions::default()),
+        };
         if !matches!(&back, Ok(b) if b == input) {
             return Err(Error::invalid("an imposed program does not reproduce its tensor"));
         }
@@ -310,7 +365,15 @@ pub fn decompress(archive: &[u8]) -> Result<Vec<u8>> {
 
 /// Decompresses a whole archive.
 pub fn decompress_with(archive: &[u8], opts: &DecodeOptions) -> Result<Vec<u8>> {
-    let a = Archive::open(archive)?;
+    Archive::open_with_limit(archive, opts.memory_limit)?.decompress(opts)
+}
+
+/// Decompresses an archive made with [`compress_with_ref`]; `reference` is the same reference
+/// (a safetensors file or a Brevis archive of it). A missing, truncated or different reference
+/// is an error that names what the archive expects.
+pub fn decompress_with_ref(archive: &[u8], reference: &[u8], opts: &DecodeOptions) -> Result<Vec<u8>> {
+    let mut a = Archive::open_with_limit(archive, opts.memory_limit)?;
+    a.set_reference(reference::Reference::new(reference)?)?;
     a.decompress(opts)
 }
 
@@ -319,6 +382,7 @@ pub struct Archive<'a> {
     bytes: &'a [u8],
     index: Index,
     memory_limit: u64,
+    reference: Option<reference::Reference<'a>>,
 }
 
 /// What the index says about one tensor.
@@ -341,7 +405,34 @@ impl<'a> Archive<'a> {
     /// Opens an archive; `memory_limit` bounds what reading the index and decoding one tensor
     /// may allocate.
     pub fn open_with_limit(bytes: &'a [u8], memory_limit: u64) -> Result<Archive<'a>> {
-        Ok(Archive { bytes, index: container::read_index(bytes, memory_limit)?, memory_limit })
+        Ok(Archive { bytes, index: container::read_index(bytes, memory_limit)?, memory_limit, reference: None })
+    }
+
+    /// Supplies the reference the archive was made against (checked against its recorded identity).
+    pub fn set_reference(&mut self, r: reference::Reference<'a>) -> Result<()> {
+        r.check(&self.index)?;
+        self.reference = Some(r);
+        Ok(())
+    }
+
+    /// Whether decoding needs a reference.
+    pub fn needs_reference(&self) -> bool {
+        self.index.reference.is_some()
+    }
+
+    fn decode_chunk(&self, t: usize, c: usize, buf: &mut [u8]) -> Result<()> {
+        let refs = |te: &TensorEntry, c: usize| -> Result<dsl::Stream> {
+            let r = self.reference.as_ref().ok_or_else(|| reference::missing(&self.index).unwrap())?;
+            let tr = te.reference.as_ref().ok_or_else(|| Error::corrupt("no reference tensor"))?;
+            let (_, bytes) =
+                r.tensor(&tr.name).ok_or_else(|| Error::invalid(format!("reference lacks {:?}", tr.name)))?;
+            let wb = te.word_bytes() as usize;
+            let start = c * te.chunk_elems as usize * wb;
+            let len = te.chunks[c].elems as usize * wb;
+            let part = bytes.get(start..start + len).ok_or_else(|| Error::invalid("reference tensor too short"))?;
+            dsl::Stream::from_le_bytes(dsl::Ty::u(te.word_bits), part)
+        };
+        container::decode_chunk(self.bytes, &self.index, t, c, buf, Some(&refs))
     }
 
     /// Largest tensor [`Archive::decode_tensor`] may allocate, in bytes.
@@ -397,10 +488,7 @@ impl<'a> Archive<'a> {
             parts.push(a);
             rest = b;
         }
-        parts
-            .into_par_iter()
-            .enumerate()
-            .try_for_each(|(c, buf)| container::decode_chunk(self.bytes, &self.index, i, c, buf))
+        parts.into_par_iter().enumerate().try_for_each(|(c, buf)| self.decode_chunk(i, c, buf))
     }
 
     pub fn decode_tensor(&self, i: usize) -> Result<Vec<u8>> {
@@ -435,6 +523,11 @@ impl<'a> Archive<'a> {
         if out.len() as u64 != self.index.original_size {
             return Err(Error::invalid("output buffer does not have the original size"));
         }
+        if self.reference.is_none() {
+            if let Some(e) = reference::missing(&self.index) {
+                return Err(e);
+            }
+        }
         let residue = &self.index.residue;
         let mut rpos = 0usize;
         for (off, len) in self.index.residue_spans() {
@@ -457,11 +550,8 @@ impl<'a> Archive<'a> {
                 base += n;
             }
         }
-        pool(opts.threads)?.install(|| {
-            slices
-                .into_par_iter()
-                .try_for_each(|(t, c, buf)| container::decode_chunk(self.bytes, &self.index, t, c, buf))
-        })?;
+        pool(opts.threads)?
+            .install(|| slices.into_par_iter().try_for_each(|(t, c, buf)| self.decode_chunk(t, c, buf)))?;
         if opts.verify && xxh3_64(out) != self.index.original_hash {
             return Err(Error::Checksum("whole file".into()));
         }

@@ -57,7 +57,8 @@ fn synthetic() -> (Vec<u8>, Vec<Option<Node>>) {
     tensors.push(("d.position_ids", "I64", vec![1, 512], pos, None));
     let c: Vec<u8> = (0..100).flat_map(|_| 1.0f32.to_le_bytes()).collect();
     tensors.push(("e.const", "F32", vec![100], c, None));
-    let lowcard: Vec<u8> = (0..2000).flat_map(|_| [0x3C00u16, 0xBC00, 0x0000, 0x3800][g.next() as usize % 4].to_le_bytes()).collect();
+    let lowcard: Vec<u8> =
+        (0..2000).flat_map(|_| [0x3C00u16, 0xBC00, 0x0000, 0x3800][g.next() as usize % 4].to_le_bytes()).collect();
     tensors.push(("f.lowcard", "F16", vec![2000], lowcard, Some(dict(raw(), rans()))));
     let bytes: Vec<u8> = (0..3000).map(|_| (g.next() % 5) as u8).collect();
     tensors.push(("g.u8", "U8", vec![3000], bytes, Some(bitplanes(vec![raw(); 8]))));
@@ -83,7 +84,13 @@ fn synthetic() -> (Vec<u8>, Vec<Option<Node>>) {
     let u32s: Vec<u8> = (0..500u32).flat_map(|i| (i * 3).to_le_bytes()).collect();
     tensors.push(("l.concat", "U32", vec![500], u32s, Some(concat(vec![200], vec![raw(), view(8, rans())]))));
     let f64s: Vec<u8> = (0..300).flat_map(|i| (i as f64 / 7.0 - 20.0).to_le_bytes()).collect();
-    tensors.push(("m.f64", "F64", vec![300], f64s, Some(fields(11, 52, 2, [rans(), raw(), byteplanes(vec![rans(); 7])]))));
+    tensors.push((
+        "m.f64",
+        "F64",
+        vec![300],
+        f64s,
+        Some(fields(11, 52, 2, [rans(), raw(), byteplanes(vec![rans(); 7])])),
+    ));
     let f8: Vec<u8> = (0..1000).map(|_| g.next() as u8 & 0x7F).collect();
     tensors.push(("n.f8", "F8_E4M3", vec![1000], f8, Some(fields(4, 3, 1, [rans(), raw(), raw()]))));
     let e5m2: Vec<u8> = (0..500).map(|_| (g.next() % 40) as u8).collect();
@@ -116,6 +123,35 @@ fn synthetic() -> (Vec<u8>, Vec<Option<Node>>) {
     (file, programs)
 }
 
+/// The synthetic file with two tensors nudged (as by a few training steps), coded against the
+/// synthetic file itself with imposed reference programs.
+fn nudged() -> (Vec<u8>, Vec<Option<Node>>) {
+    let (mut file, _) = synthetic();
+    let spans = brevis::tensor::safetensors::layout(&file).unwrap();
+    let mut g = Lcg(7);
+    let mut programs = vec![None; spans.len()];
+    for (i, s) in spans.iter().enumerate() {
+        match s.name.as_str() {
+            "a.bf16" => {
+                for w in file[s.start as usize..s.end as usize].chunks_exact_mut(2) {
+                    let v = u16::from_le_bytes([w[0], w[1]]).wrapping_add((g.next() % 3) as u16).wrapping_sub(1);
+                    w.copy_from_slice(&v.to_le_bytes());
+                }
+                programs[i] = Some(subref(rans_ref(7, 8)));
+            }
+            "c.f32" => {
+                for w in file[s.start as usize..s.end as usize].chunks_exact_mut(4) {
+                    w[0] ^= (g.next() % 4) as u8;
+                }
+                programs[i] = Some(xorref(byteplanes(vec![rans_ref(23, 8), rans_side(0), rans_side(1), rans_side(2)])));
+            }
+            "b.f16" => programs[i] = Some(copyref()),
+            _ => {}
+        }
+    }
+    (file, programs)
+}
+
 fn fixture() -> Vec<u8> {
     std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/silero_vad_16k.safetensors")).unwrap()
 }
@@ -133,10 +169,14 @@ fn write_golden() {
     let opts = brevis::Options { chunk_bytes: 2048, threads: 1, ..Default::default() };
     let ops = brevis::compress_with_programs(&file, &opts, &|i, _| programs[i].clone()).unwrap();
     let silero = brevis::compress(&fixture(), &brevis::Options::default()).unwrap();
+    let (new, ref_programs) = nudged();
+    let with_ref = brevis::compress_with_programs_and_ref(&new, &file, &opts, &|i, _| ref_programs[i].clone()).unwrap();
     let mut manifest = String::new();
-    for (name, archive, original) in [("ops", &ops, &file), ("silero", &silero, &fixture())] {
+    for (name, archive, original, refname) in
+        [("ops", &ops, &file, ""), ("silero", &silero, &fixture(), ""), ("ref", &with_ref, &new, " ops.brv")]
+    {
         std::fs::write(dir.join(format!("{name}.brv")), archive).unwrap();
-        manifest += &format!("{name}.brv {} {}\n", original.len(), sha256_hex(original));
+        manifest += &format!("{name}.brv {} {}{refname}\n", original.len(), sha256_hex(original));
     }
     std::fs::write(dir.join("MANIFEST"), manifest).unwrap();
 }
@@ -147,18 +187,28 @@ fn golden_archives_decode_forever() {
     let mut checked = 0;
     for v in 1..=brevis::container::VERSION {
         let dir = golden_dir().join(format!("v{v}"));
-        let manifest = std::fs::read_to_string(dir.join("MANIFEST")).unwrap_or_else(|_| panic!("no golden archives for format version {v}"));
+        let manifest = std::fs::read_to_string(dir.join("MANIFEST"))
+            .unwrap_or_else(|_| panic!("no golden archives for format version {v}"));
         for line in manifest.lines() {
             let f: Vec<&str> = line.split_whitespace().collect();
             let archive = std::fs::read(dir.join(f[0])).unwrap();
             assert_eq!(u16::from_le_bytes([archive[8], archive[9]]), v, "{} is not a v{v} archive", f[0]);
-            let out = brevis::decompress(&archive).unwrap_or_else(|e| panic!("v{v}/{}: {e}", f[0]));
+            // A fourth column names the golden archive whose original is the reference.
+            let out = match f.get(3) {
+                Some(r) => {
+                    let reference = std::fs::read(dir.join(r)).unwrap();
+                    assert!(brevis::decompress(&archive).is_err(), "decoding without the reference must fail");
+                    brevis::decompress_with_ref(&archive, &reference, &Default::default())
+                }
+                None => brevis::decompress(&archive),
+            }
+            .unwrap_or_else(|e| panic!("v{v}/{}: {e}", f[0]));
             assert_eq!(out.len().to_string(), f[1]);
             assert_eq!(sha256_hex(&out), f[2], "v{v}/{} decodes to other bytes", f[0]);
             checked += 1;
         }
     }
-    assert!(checked >= 2);
+    assert!(checked >= 3);
 }
 
 /// The synthetic golden input is still what the generator makes, and the operator archive
@@ -169,13 +219,40 @@ fn golden_ops_archive_covers_every_operator() {
     let dir = golden_dir().join("v1");
     let manifest = std::fs::read_to_string(dir.join("MANIFEST")).unwrap();
     assert!(manifest.contains(&sha256_hex(&file)), "the generator no longer makes the golden input");
-    let archive = std::fs::read(dir.join("ops.brv")).unwrap();
-    let a = brevis::Archive::open(&archive).unwrap();
-    let text: Vec<String> = (0..a.len()).map(|i| a.info(i).unwrap().program.to_string()).collect();
+    let mut text = Vec::new();
+    for f in ["ops.brv", "ref.brv"] {
+        let archive = std::fs::read(dir.join(f)).unwrap();
+        let a = brevis::Archive::open(&archive).unwrap();
+        text.extend((0..a.len()).map(|i| a.info(i).unwrap().program.to_string()));
+    }
     let all = text.join(" ");
     for op in [
-        "raw", "rans", "rans(prev)", "rans(back", "rans(side", "huffman", "zstd", "const", "arange", "copy", "fields",
-        "byteplanes", "bitplanes", "delta", "xor(", "xorconst", "zigzag", "rotate", "dict", "concat", "repeat", "view",
+        "raw",
+        "rans",
+        "rans(prev)",
+        "rans(back",
+        "rans(side",
+        "huffman",
+        "zstd",
+        "const",
+        "arange",
+        "copy",
+        "fields",
+        "byteplanes",
+        "xorref",
+        "subref",
+        "copyref",
+        "rans(ref",
+        "bitplanes",
+        "delta",
+        "xor(",
+        "xorconst",
+        "zigzag",
+        "rotate",
+        "dict",
+        "concat",
+        "repeat",
+        "view",
     ] {
         assert!(all.contains(op), "golden archive lacks {op}: {all}");
     }

@@ -47,6 +47,10 @@ enum Cmd {
         /// Bytes of original data per independently decodable chunk.
         #[arg(long, default_value_t = 1 << 20)]
         chunk_size: usize,
+        /// Code tensors against this checkpoint (safetensors or .brv) where that is smaller;
+        /// decompressing will need it too.
+        #[arg(long = "ref", value_name = "BASE")]
+        reference: Option<PathBuf>,
         #[command(flatten)]
         common: Common,
     },
@@ -56,6 +60,9 @@ enum Cmd {
         /// Output path (default: INPUT without .brv).
         #[arg(short, long)]
         output: Option<PathBuf>,
+        /// The reference the archive was made against (safetensors or .brv).
+        #[arg(long = "ref", value_name = "BASE")]
+        reference: Option<PathBuf>,
         #[arg(short, long)]
         force: bool,
         #[command(flatten)]
@@ -64,7 +71,13 @@ enum Cmd {
     /// Show each tensor's program, sizes and bits per element.
     Inspect { archive: PathBuf },
     /// Check every checksum; with ORIGINAL, also compare the restored bytes with it.
-    Verify { archive: PathBuf, original: Option<PathBuf> },
+    Verify {
+        archive: PathBuf,
+        original: Option<PathBuf>,
+        /// The reference the archive was made against.
+        #[arg(long = "ref", value_name = "BASE")]
+        reference: Option<PathBuf>,
+    },
 }
 
 /// The temporary output being written, removed by the Ctrl-C handler.
@@ -167,7 +180,7 @@ fn mb(n: u64) -> String {
 
 fn run(cli: Cli) -> Result<ExitCode, String> {
     match cli.cmd {
-        Cmd::Compress { input, output, force, chunk_size, common } => {
+        Cmd::Compress { input, output, force, chunk_size, reference, common } => {
             let out = output.unwrap_or_else(|| {
                 let mut s = input.clone().into_os_string();
                 s.push(".brv");
@@ -183,7 +196,11 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             }
             let t0 = Instant::now();
             let opts = brevis::Options { threads: common.threads, chunk_bytes: chunk_size, ..Default::default() };
-            let archive = brevis::compress(&data, &opts).map_err(|e| e.to_string())?;
+            let archive = match &reference {
+                Some(r) => brevis::compress_with_ref(&data, &read_input(r)?, &opts),
+                None => brevis::compress(&data, &opts),
+            }
+            .map_err(|e| e.to_string())?;
             write_atomic(&out, force, &archive)?;
             if common.verbose {
                 print_programs(&archive)?;
@@ -201,7 +218,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Cmd::Decompress { input, output, force, common } => {
+        Cmd::Decompress { input, output, force, reference, common } => {
             let out = match output {
                 Some(o) => o,
                 None => match input.to_str().and_then(|s| s.strip_suffix(".brv")) {
@@ -213,7 +230,11 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             let data = read_input(&input)?;
             let t0 = Instant::now();
             let opts = brevis::DecodeOptions { threads: common.threads, ..Default::default() };
-            let original = brevis::decompress_with(&data, &opts).map_err(|e| format!("{}: {e}", input.display()))?;
+            let original = match &reference {
+                Some(r) => brevis::decompress_with_ref(&data, &read_input(r)?, &opts),
+                None => brevis::decompress_with(&data, &opts),
+            }
+            .map_err(|e| format!("{}: {e}", input.display()))?;
             write_atomic(&out, force, &original)?;
             if !common.quiet {
                 eprintln!(
@@ -232,9 +253,14 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             print_programs(&data)?;
             Ok(ExitCode::SUCCESS)
         }
-        Cmd::Verify { archive, original } => {
+        Cmd::Verify { archive, original, reference } => {
             let data = read_input(&archive)?;
-            let restored = brevis::decompress(&data).map_err(|e| format!("{}: {e}", archive.display()))?;
+            let opts = brevis::DecodeOptions::default();
+            let restored = match &reference {
+                Some(r) => brevis::decompress_with_ref(&data, &read_input(r)?, &opts),
+                None => brevis::decompress_with(&data, &opts),
+            }
+            .map_err(|e| format!("{}: {e}", archive.display()))?;
             if let Some(orig) = original {
                 let o = read_input(&orig)?;
                 if *o != restored[..] {
@@ -253,6 +279,7 @@ fn print_programs(archive: &[u8]) -> Result<(), String> {
     let mut stdout = std::io::stdout().lock();
     let mut shapes: BTreeMap<String, (usize, u64, u64)> = BTreeMap::new();
     let (mut orig, mut comp) = (0u64, 0u64);
+    let (mut refs, mut ref_saved) = (0usize, 0i64);
     let _ = writeln!(
         stdout,
         "{:<48} {:<8} {:<16} {:>12} {:>12} {:>7}  program",
@@ -273,6 +300,16 @@ fn print_programs(archive: &[u8]) -> Result<(), String> {
             bpe,
             t.program
         );
+        if let Some(r) = &a.index().tensors[i].reference {
+            let saved = r.standalone_estimate as i64 - t.compressed_bytes as i64;
+            let _ = writeln!(
+                stdout,
+                "{:<48} uses reference tensor {:?}: saves ~{saved} bytes against ~{} coded alone",
+                "", r.name, r.standalone_estimate
+            );
+            refs += 1;
+            ref_saved += saved;
+        }
         let e = shapes.entry(t.program.shape()).or_default();
         e.0 += 1;
         e.1 += t.nbytes;
@@ -288,6 +325,13 @@ fn print_programs(archive: &[u8]) -> Result<(), String> {
             100.0 * x as f64 / y as f64
         }
     };
+    if let Some(r) = a.index().reference {
+        let _ = writeln!(
+            stdout,
+            "\nreference: a file of {} bytes, xxh3 {:016x}; {refs} tensors use it, saving ~{ref_saved} bytes",
+            r.size, r.hash
+        );
+    }
     let _ = writeln!(stdout, "\nprogram shapes:");
     for (shape, (n, o, c)) in &shapes {
         let _ = writeln!(stdout, "  {n:>5} tensors  {:>6.2}%  {shape}", pct(*c, *o));

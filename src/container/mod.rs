@@ -52,6 +52,26 @@ pub struct TensorEntry {
     /// Elements per chunk (the last chunk may be shorter).
     pub chunk_elems: u64,
     pub chunks: Vec<ChunkEntry>,
+    /// The reference tensor this one is coded against, when its program reads one.
+    pub reference: Option<TensorRef>,
+}
+
+/// Identity of the reference tensor a tensor was coded against.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TensorRef {
+    /// Its name in the reference file.
+    pub name: String,
+    /// xxh3-64 of its bytes.
+    pub hash: u64,
+    /// Informational: the encoder's estimate of the tensor's size coded alone, in bytes.
+    pub standalone_estimate: u64,
+}
+
+/// Identity of the reference file (the original bytes, also when given as an archive).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FileRef {
+    pub size: u64,
+    pub hash: u64,
 }
 
 impl TensorEntry {
@@ -80,6 +100,8 @@ pub struct Index {
     pub version: u16,
     pub original_size: u64,
     pub original_hash: u64,
+    /// The reference file, when some tensor is coded against one.
+    pub reference: Option<FileRef>,
     /// Every original byte outside tensor data, in file order.
     pub residue: Vec<u8>,
     pub tensors: Vec<TensorEntry>,
@@ -105,6 +127,14 @@ impl Index {
     fn write(&self, out: &mut Vec<u8>) {
         put_varint(out, self.original_size);
         out.extend_from_slice(&self.original_hash.to_le_bytes());
+        match &self.reference {
+            None => out.push(0),
+            Some(f) => {
+                out.push(1);
+                put_varint(out, f.size);
+                out.extend_from_slice(&f.hash.to_le_bytes());
+            }
+        }
         put_varint(out, self.tensors.len() as u64);
         for t in &self.tensors {
             put_bytes(out, t.name.as_bytes());
@@ -117,6 +147,12 @@ impl Index {
             put_varint(out, t.offset);
             put_varint(out, t.nbytes);
             put_bytes(out, &t.program.to_bytes());
+            if t.program.uses_reference() {
+                let r = t.reference.as_ref().expect("a tensor coded against a reference records it");
+                put_bytes(out, r.name.as_bytes());
+                out.extend_from_slice(&r.hash.to_le_bytes());
+                put_varint(out, r.standalone_estimate);
+            }
             put_varint(out, t.chunk_elems);
             if t.program.reads_payload() {
                 for c in &t.chunks {
@@ -133,6 +169,11 @@ impl Index {
         let mut r = ByteReader::new(bytes);
         let original_size = r.varint()?;
         let original_hash = r.u64_le()?;
+        let reference = match r.u8()? {
+            0 => None,
+            1 => Some(FileRef { size: r.varint()?, hash: r.u64_le()? }),
+            _ => return Err(Error::corrupt("bad reference flag")),
+        };
         let mut pos = HEADER_LEN as u64;
         // Every tensor takes at least 8 index bytes: bound the count before allocating.
         let nt = r.len(r.remaining() as u64 / 8)?;
@@ -162,6 +203,16 @@ impl Index {
                 Error::Unsupported(m) => Error::Unsupported(format!("tensor {name:?}: {m}")),
                 e => Error::corrupt(format!("tensor {name:?}: bad program: {e}")),
             })?;
+            let tref = if program.uses_reference() {
+                if reference.is_none() {
+                    return Err(Error::corrupt(format!("tensor {name:?} reads a reference the archive does not name")));
+                }
+                let rname = String::from_utf8(r.bytes()?.to_vec())
+                    .map_err(|_| Error::corrupt("reference name is not UTF-8"))?;
+                Some(TensorRef { name: rname, hash: r.u64_le()?, standalone_estimate: r.varint()? })
+            } else {
+                None
+            };
             let chunk_elems = r.varint()?;
             if (nbytes > 0 && chunk_elems == 0) || chunk_elems > MAX_CHUNK_BYTES / wb {
                 return Err(Error::corrupt(format!("tensor {name:?}: chunk size out of range")));
@@ -183,7 +234,18 @@ impl Index {
                     .ok_or_else(|| Error::corrupt("chunk out of range"))?;
                 chunks.push(ChunkEntry { offset, len, elems: n, checksum });
             }
-            tensors.push(TensorEntry { name, dtype, shape, word_bits, offset, nbytes, program, chunk_elems, chunks });
+            tensors.push(TensorEntry {
+                name,
+                dtype,
+                shape,
+                word_bits,
+                offset,
+                nbytes,
+                program,
+                chunk_elems,
+                chunks,
+                reference: tref,
+            });
         }
         let residue_len = r.len(r.remaining() as u64)?;
         let residue = r.take(residue_len)?.to_vec();
@@ -196,7 +258,7 @@ impl Index {
         if tensor_bytes + residue.len() as u64 != original_size {
             return Err(Error::corrupt("tensors and residue do not add up to the original size"));
         }
-        Ok(Index { version, original_size, original_hash, residue, tensors })
+        Ok(Index { version, original_size, original_hash, reference, residue, tensors })
     }
 }
 
@@ -265,9 +327,19 @@ pub fn read_index(archive: &[u8], memory_limit: u64) -> Result<Index> {
     Index::read(&raw, version, meta_start as u64)
 }
 
+/// Supplies chunk `c` of the reference tensor of a tensor coded against a reference.
+pub type RefChunks<'r> = &'r (dyn Fn(&TensorEntry, usize) -> Result<Stream> + Sync);
+
 /// Decodes chunk `c` of tensor `t` into `out` (exactly the chunk's bytes) and verifies it.
-pub fn decode_chunk(archive: &[u8], index: &Index, t: usize, c: usize, out: &mut [u8]) -> Result<()> {
-    let s = chunk_stream(archive, index, t, c, 0)?;
+pub fn decode_chunk(
+    archive: &[u8],
+    index: &Index,
+    t: usize,
+    c: usize,
+    out: &mut [u8],
+    refs: Option<RefChunks>,
+) -> Result<()> {
+    let s = chunk_stream(archive, index, t, c, 0, refs)?;
     let tensor = &index.tensors[t];
     write_stream(&s, out)?;
     if tensor.chunks[c].checksum.is_some_and(|h| h != xxh3_64(out)) {
@@ -276,7 +348,14 @@ pub fn decode_chunk(archive: &[u8], index: &Index, t: usize, c: usize, out: &mut
     Ok(())
 }
 
-fn chunk_stream(archive: &[u8], index: &Index, t: usize, c: usize, depth: usize) -> Result<Stream> {
+fn chunk_stream(
+    archive: &[u8],
+    index: &Index,
+    t: usize,
+    c: usize,
+    depth: usize,
+    refs: Option<RefChunks>,
+) -> Result<Stream> {
     let tensor = &index.tensors[t];
     let chunk = &tensor.chunks[c];
     let elem_offset: u64 = tensor.chunks[..c].iter().map(|k| k.elems).sum();
@@ -293,9 +372,19 @@ fn chunk_stream(archive: &[u8], index: &Index, t: usize, c: usize, depth: usize)
         {
             return Err(Error::corrupt("copy: source tensor has a different layout"));
         }
-        chunk_stream(archive, index, src, c, depth + 1)
+        chunk_stream(archive, index, src, c, depth + 1, refs)
     };
-    let env = Env { elem_offset, copy: &copy };
+    let reference = match (&tensor.reference, refs) {
+        (None, _) => None,
+        (Some(_), Some(f)) => Some(f(tensor, c)?),
+        (Some(r), None) => {
+            return Err(Error::invalid(format!(
+                "tensor {:?} is coded against reference tensor {:?}; give the reference",
+                tensor.name, r.name
+            )))
+        }
+    };
+    let env = Env { elem_offset, copy: &copy, reference: reference.as_ref() };
     let mut r = ByteReader::new(payload);
     let n = usize::try_from(chunk.elems).map_err(|_| Error::corrupt("chunk too large"))?;
     let s = tensor.program.decode(Ty::u(tensor.word_bits), n, &mut r, &[], &env).map_err(|e| match e {

@@ -21,6 +21,7 @@ use ops::lz::Zstd;
 use ops::maps::Map;
 use ops::planes::{BitPlanes, BytePlanes};
 use ops::raw::Raw;
+use ops::reference::RefOp;
 use ops::region::{Concat, Repeat, View};
 use ops::scan::{Scan, ScanKind};
 pub use stream::{Data, Stream, Ty};
@@ -49,6 +50,7 @@ pub enum Op {
     Concat(Concat),
     Repeat(Repeat),
     View(View),
+    Ref(RefOp),
 }
 
 /// A program: an operator and the sub-programs of its output streams.
@@ -64,6 +66,15 @@ pub struct Env<'a> {
     pub elem_offset: u64,
     /// Supplies the same chunk of an earlier tensor (for `copy`).
     pub copy: &'a dyn Fn(u32) -> Result<Stream>,
+    /// The same chunk of the reference tensor, when the archive was made against one.
+    pub reference: Option<&'a Stream>,
+}
+
+impl<'a> Env<'a> {
+    /// An environment with no reference.
+    pub fn new(elem_offset: u64, copy: &'a dyn Fn(u32) -> Result<Stream>) -> Env<'a> {
+        Env { elem_offset, copy, reference: None }
+    }
 }
 
 impl Node {
@@ -81,10 +92,23 @@ impl Node {
             || self.children.iter().any(|c| c.reads_payload())
     }
 
+    /// Whether the program reads the reference (an operator or a leaf context).
+    pub fn uses_reference(&self) -> bool {
+        matches!(self.op, Op::Ref(_) | Op::Rans(Rans { ctx: LeafCtx::Ref { .. } }))
+            || self.children.iter().any(|c| c.uses_reference())
+    }
+
     pub fn is_leaf(&self) -> bool {
         matches!(
             self.op,
-            Op::Raw(_) | Op::Rans(_) | Op::Huffman(_) | Op::Zstd(_) | Op::Const(_) | Op::Arange(_) | Op::Copy(_)
+            Op::Raw(_)
+                | Op::Rans(_)
+                | Op::Huffman(_)
+                | Op::Zstd(_)
+                | Op::Const(_)
+                | Op::Arange(_)
+                | Op::Copy(_)
+                | Op::Ref(RefOp::Copy)
         )
     }
 
@@ -106,6 +130,7 @@ impl Node {
             Op::Concat(_) => Concat::ID,
             Op::Repeat(_) => Repeat::ID,
             Op::View(_) => View::ID,
+            Op::Ref(r) => r.id(),
         }
     }
 
@@ -122,6 +147,10 @@ impl Node {
                 Ok(vec![ty])
             }
             Op::Dict(d) => d.child_types(ty),
+            Op::Ref(r) => {
+                r.check(ty)?;
+                Ok(if *r == RefOp::Copy { Vec::new() } else { vec![ty] })
+            }
             Op::Concat(c) => Ok(vec![ty; c.arity()]),
             Op::View(v) => {
                 v.child_len(ty, 0)?;
@@ -149,7 +178,7 @@ impl Node {
             Op::Concat(c) => c.write(out),
             Op::Repeat(r) => put_varint(out, r.period),
             Op::View(v) => put_varint(out, v.bits as u64),
-            Op::Raw(_) | Op::Huffman(_) | Op::BytePlanes(_) | Op::BitPlanes(_) | Op::Dict(_) => {}
+            Op::Raw(_) | Op::Huffman(_) | Op::BytePlanes(_) | Op::BitPlanes(_) | Op::Dict(_) | Op::Ref(_) => {}
         }
         for c in &self.children {
             c.write(out);
@@ -199,6 +228,9 @@ impl Node {
             Concat::ID => Op::Concat(Concat::read(r)?),
             Repeat::ID => Op::Repeat(Repeat::read(r)?),
             View::ID => Op::View(View::read(r)?),
+            RefOp::XOR_ID => Op::Ref(RefOp::Xor),
+            RefOp::SUB_ID => Op::Ref(RefOp::Sub),
+            RefOp::COPY_ID => Op::Ref(RefOp::Copy),
             _ => return Err(Error::Unsupported(format!("unknown operator id {id:#04x}"))),
         };
         let mut node = Node::leaf(op);
@@ -222,13 +254,19 @@ impl Node {
     /// Runs the program forward over `x`, appending the chunk payload to `out`.
     /// Fails with `Error::Invalid` when the program does not apply to this data.
     pub fn encode(&self, x: &Stream, sib: &[Stream], out: &mut Vec<u8>) -> Result<()> {
+        self.encode_with(x, sib, None, out)
+    }
+
+    /// Like `encode`, with the reference chunk (aligned with `x`) for programs that use one.
+    pub fn encode_with(&self, x: &Stream, sib: &[Stream], reference: Option<&Stream>, out: &mut Vec<u8>) -> Result<()> {
         let not_applicable = || Error::invalid("program does not apply to this data");
+        let kids = |parts: Vec<Stream>, out: &mut Vec<u8>| self.encode_children(parts, reference, out);
         match &self.op {
             Op::Raw(r) => leaf_payload(out, |o| {
                 r.encode(x, o);
                 Ok(())
             }),
-            Op::Rans(r) => leaf_payload(out, |o| r.encode(x, sib, o)),
+            Op::Rans(r) => leaf_payload(out, |o| r.encode(x, sib, reference, o)),
             Op::Huffman(h) => leaf_payload(out, |o| {
                 h.encode(x, o);
                 Ok(())
@@ -242,30 +280,39 @@ impl Node {
             }
             // Generators that depend on the position are checked by the chooser on the whole tensor.
             Op::Arange(_) | Op::Copy(_) => Ok(()),
-            Op::Fields(f) => self.encode_children(f.forward(x), out),
-            Op::BytePlanes(b) => self.encode_children(b.forward(x), out),
-            Op::BitPlanes(b) => self.encode_children(b.forward(x), out),
-            Op::Scan(s) => self.encode_children(vec![s.forward(x)], out),
+            Op::Ref(op) => {
+                op.check(x.ty)?;
+                let r = RefOp::reference(reference, x.ty, x.len())?;
+                match op {
+                    RefOp::Copy if r == x => Ok(()),
+                    RefOp::Copy => Err(not_applicable()),
+                    _ => kids(vec![op.forward(x, r)], out),
+                }
+            }
+            Op::Fields(f) => kids(f.forward(x), out),
+            Op::BytePlanes(b) => kids(b.forward(x), out),
+            Op::BitPlanes(b) => kids(b.forward(x), out),
+            Op::Scan(s) => kids(vec![s.forward(x)], out),
             Op::Map(m) => {
                 m.check(x.ty)?;
-                self.encode_children(vec![m.apply(x, false)], out)
+                kids(vec![m.apply(x, false)], out)
             }
             Op::Dict(d) => {
                 let parts = d.forward(x, out).ok_or_else(not_applicable)?;
-                self.encode_children(parts, out)
+                kids(parts, out)
             }
-            Op::Concat(c) => self.encode_children(c.forward(x)?, out),
-            Op::Repeat(r) => self.encode_children(vec![r.forward(x).ok_or_else(not_applicable)?], out),
-            Op::View(v) => self.encode_children(vec![v.forward(x)?], out),
+            Op::Concat(c) => kids(c.forward(x)?, out),
+            Op::Repeat(r) => kids(vec![r.forward(x).ok_or_else(not_applicable)?], out),
+            Op::View(v) => kids(vec![v.forward(x)?], out),
         }
     }
 
-    fn encode_children(&self, parts: Vec<Stream>, out: &mut Vec<u8>) -> Result<()> {
+    fn encode_children(&self, parts: Vec<Stream>, reference: Option<&Stream>, out: &mut Vec<u8>) -> Result<()> {
         if parts.len() != self.children.len() {
             return Err(Error::invalid("program arity does not match the operator"));
         }
         for (j, (child, part)) in self.children.iter().zip(&parts).enumerate() {
-            child.encode(part, &parts[..j], out)?;
+            child.encode_with(part, &parts[..j], reference, out)?;
         }
         Ok(())
     }
@@ -274,11 +321,19 @@ impl Node {
     pub fn decode(&self, ty: Ty, n: usize, r: &mut ByteReader, sib: &[Stream], env: &Env) -> Result<Stream> {
         let s = match &self.op {
             Op::Raw(x) => x.decode(ty, n, r.bytes()?)?,
-            Op::Rans(x) => x.decode(ty, n, r.bytes()?, sib)?,
+            Op::Rans(x) => x.decode(ty, n, r.bytes()?, sib, env.reference)?,
             Op::Huffman(x) => x.decode(ty, n, r.bytes()?)?,
             Op::Zstd(x) => x.decode(ty, n, r.bytes()?)?,
             Op::Const(c) => c.decode(ty, n)?,
             Op::Arange(a) => a.decode(ty, n, env.elem_offset)?,
+            Op::Ref(op) => {
+                op.check(ty)?;
+                let rs = RefOp::reference(env.reference, ty, n)?;
+                match op {
+                    RefOp::Copy => rs.clone(),
+                    _ => op.inverse(&self.decode_children(&[ty], &[n], r, env)?.pop().unwrap(), rs),
+                }
+            }
             Op::Copy(c) => {
                 let s = (env.copy)(c.tensor)?;
                 if s.ty != ty || s.len() != n {
@@ -385,6 +440,7 @@ impl Node {
             Op::Concat(c) => format!("concat({:?})", c.lens),
             Op::Repeat(r) => format!("repeat({})", r.period),
             Op::View(v) => format!("view(u{})", v.bits),
+            Op::Ref(r) => r.to_string(),
         }
     }
 }
@@ -428,6 +484,18 @@ pub mod build {
     }
     pub fn rans_back(stride: u64) -> Node {
         Node::leaf(Op::Rans(Rans { ctx: LeafCtx::Back(stride) }))
+    }
+    pub fn rans_ref(shift: u8, bits: u8) -> Node {
+        Node::leaf(Op::Rans(Rans { ctx: LeafCtx::Ref { shift, bits } }))
+    }
+    pub fn xorref(kid: Node) -> Node {
+        Node::new(Op::Ref(RefOp::Xor), vec![kid])
+    }
+    pub fn subref(kid: Node) -> Node {
+        Node::new(Op::Ref(RefOp::Sub), vec![kid])
+    }
+    pub fn copyref() -> Node {
+        Node::leaf(Op::Ref(RefOp::Copy))
     }
     pub fn rans_side(j: u8) -> Node {
         Node::leaf(Op::Rans(Rans { ctx: LeafCtx::Side(j) }))

@@ -17,6 +17,16 @@ pub struct TensorView<'a> {
     pub shape: &'a [u64],
     pub word_bits: u32,
     pub bytes: &'a [u8],
+    /// The matching tensor of the reference (same byte length), if compressing against one.
+    pub reference: Option<&'a [u8]>,
+}
+
+/// What the chooser picked.
+pub struct Choice {
+    pub program: Node,
+    /// For a program that reads the reference: the best standalone program's size, scaled from
+    /// the sample to the whole tensor (informational, shown by `inspect`).
+    pub standalone_estimate: u64,
 }
 
 /// Search settings (never stored in the archive).
@@ -129,31 +139,87 @@ pub fn candidates(t: &TensorView) -> Vec<Node> {
     out
 }
 
+/// Programs that read the reference, for a tensor with a match in it.
+fn reference_candidates(t: &TensorView) -> Vec<Node> {
+    let w = t.word_bits;
+    let mut out = vec![copyref()];
+    if w <= 16 {
+        // How far a weight moves depends on its magnitude: condition on the reference's exponent.
+        let (shift, bits) = match t.dtype.float_layout() {
+            Some((e, m)) if 1 + e + m == w => (m as u8, e as u8),
+            _ => (w as u8 / 2, w as u8 / 2),
+        };
+        out.push(subref(rans_ref(shift, bits)));
+        out.push(subref(rans()));
+        out.push(xorref(rans_ref(shift, bits)));
+        out.push(xorref(rans()));
+    } else {
+        let (shift, bits) = match t.dtype.float_layout() {
+            Some((e, m)) if 1 + e + m == w && e <= 16 => (m as u8, e as u8),
+            _ => ((w - 8) as u8, 8),
+        };
+        let planes = |head: Node| {
+            let p = w.div_ceil(8) as usize;
+            byteplanes((0..p).map(|j| if j == 0 { head.clone() } else { rans_side(j as u8 - 1) }).collect())
+        };
+        out.push(subref(planes(rans_ref(shift, bits))));
+        out.push(xorref(planes(rans_ref(shift, bits))));
+    }
+    out
+}
+
 /// Picks the program for a tensor: a generator if one fits the whole tensor, else the smallest
 /// candidate. Candidates are first ranked on a small sample; the best few are then compared by
 /// exact encoded size on the full sample (the whole tensor when it fits in one chunk).
-pub fn choose(t: &TensorView, opts: &SearchOptions) -> Node {
+pub fn choose(t: &TensorView, opts: &SearchOptions) -> Choice {
+    let plain = |program| Choice { program, standalone_estimate: 0 };
     let ty = Ty::u(t.word_bits);
     let whole = match Stream::from_le_bytes(ty, t.bytes) {
         Ok(s) => s,
-        Err(_) => return raw(),
+        Err(_) => return plain(raw()),
     };
     if whole.is_empty() {
-        return raw();
+        return plain(raw());
     }
     if let Some(c) = Const::fits(&whole) {
-        return konst(c.value);
+        return plain(konst(c.value));
     }
     if let Some(a) = Arange::fits(&whole) {
-        return arange(a.start, a.step);
+        return plain(arange(a.start, a.step));
     }
-    let sample = sample_of(&whole, opts.sample_elems.min(opts.chunk_elems));
-    let mut ranked = rank(candidates(t), &sample_of(&sample, SCREEN_ELEMS));
-    if sample.len() > SCREEN_ELEMS {
+    let reference = t.reference.and_then(|b| Stream::from_le_bytes(ty, b).ok()).filter(|r| r.len() == whole.len());
+    if reference.as_ref() == Some(&whole) {
+        return plain(copyref());
+    }
+    let want = opts.sample_elems.min(opts.chunk_elems);
+    let positions = sample_positions(whole.len(), want);
+    let sample = pick(&whole, &positions);
+    let rsample = reference.as_ref().map(|r| pick(r, &positions));
+    let screen_pos = sample_positions(sample.len(), SCREEN_ELEMS);
+    let screen = pick(&sample, &screen_pos);
+    let rscreen = rsample.as_ref().map(|r| pick(r, &screen_pos));
+
+    let mut cands = candidates(t);
+    if reference.is_some() {
+        cands.extend(reference_candidates(t));
+    }
+    let mut ranked = rank(cands, &screen, rscreen.as_ref());
+    if sample.len() > screen.len() {
         ranked.truncate(FINALISTS);
-        ranked = rank(ranked.into_iter().map(|r| r.1).collect(), &sample);
+        // Keep the best standalone program among the finalists, to measure what the reference saves.
+        if let Some(alone) = rank(candidates(t), &screen, None).into_iter().next() {
+            if !ranked.iter().any(|r| r.1 == alone.1) {
+                ranked.push(alone);
+            }
+        }
+        ranked = rank(ranked.into_iter().map(|r| r.1).collect(), &sample, rsample.as_ref());
     }
-    ranked.into_iter().next().map(|b| b.1).unwrap_or_else(raw)
+    let scale = |bytes: usize| (bytes as f64 * whole.len() as f64 / sample.len() as f64) as u64;
+    let alone = ranked.iter().find(|r| !r.1.uses_reference()).map(|r| scale(r.0)).unwrap_or(t.bytes.len() as u64);
+    match ranked.into_iter().next() {
+        Some((_, program)) => Choice { standalone_estimate: if program.uses_reference() { alone } else { 0 }, program },
+        None => plain(raw()),
+    }
 }
 
 /// Elements of the screening sample.
@@ -163,32 +229,35 @@ const FINALISTS: usize = 3;
 
 /// Exact encoded sizes on `sample`, smallest first (ties keep the candidate order, so the
 /// result does not depend on the thread count). Inapplicable candidates are dropped.
-fn rank(cands: Vec<Node>, sample: &Stream) -> Vec<(usize, Node)> {
+fn rank(cands: Vec<Node>, sample: &Stream, reference: Option<&Stream>) -> Vec<(usize, Node)> {
     use rayon::prelude::*;
     let mut sized: Vec<(usize, usize, Node)> = cands
         .into_par_iter()
         .enumerate()
         .filter_map(|(i, c)| {
             let mut buf = Vec::new();
-            c.encode(sample, &[], &mut buf).ok().map(|_| (buf.len(), i, c))
+            c.encode_with(sample, &[], reference, &mut buf).ok().map(|_| (buf.len(), i, c))
         })
         .collect();
     sized.sort_by_key(|s| (s.0, s.1));
     sized.into_iter().map(|s| (s.0, s.2)).collect()
 }
 
-/// Up to `want` elements: the whole stream when it is short enough, else four evenly spaced blocks.
-fn sample_of(x: &Stream, want: usize) -> Stream {
-    let n = x.len();
+/// Up to `want` positions: all of them when the stream is short enough, else four evenly spaced
+/// blocks (contiguous, so that contexts such as the previous word stay meaningful).
+fn sample_positions(n: usize, want: usize) -> Vec<std::ops::Range<usize>> {
     if n <= want {
-        return x.clone();
+        return vec![0..n];
     }
     let blocks = 4usize;
     let per = want / blocks;
-    let mut s = Stream::with_capacity(x.ty, per * blocks);
-    for b in 0..blocks {
-        let start = (n - per) * b / (blocks - 1);
-        for i in start..start + per {
+    (0..blocks).map(|b| (n - per) * b / (blocks - 1)).map(|start| start..start + per).collect()
+}
+
+fn pick(x: &Stream, positions: &[std::ops::Range<usize>]) -> Stream {
+    let mut s = Stream::with_capacity(x.ty, positions.iter().map(|r| r.len()).sum());
+    for r in positions {
+        for i in r.clone() {
             s.push(x.get(i));
         }
     }

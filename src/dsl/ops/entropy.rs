@@ -14,6 +14,11 @@ pub enum LeafCtx {
     Back(u64),
     /// Index of an earlier sibling stream (at most 16 bits wide).
     Side(u8),
+    /// Bits `shift..shift+bits` of the reference word at the same position (e.g. its exponent).
+    Ref {
+        shift: u8,
+        bits: u8,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,6 +29,8 @@ pub struct Rans {
 impl Rans {
     pub const ID: u8 = 0x02;
 
+    /// Context kinds on the wire: 0 none, 1 back (varint stride), 2 side (u8 sibling),
+    /// 3 ref (u8 shift, u8 bits).
     pub fn write(&self, out: &mut Vec<u8>) {
         match self.ctx {
             LeafCtx::None => out.push(0),
@@ -31,13 +38,13 @@ impl Rans {
                 out.push(1);
                 put_varint(out, d);
             }
-            LeafCtx::Side(j) => out.push(2 + j),
+            LeafCtx::Side(j) => out.extend_from_slice(&[2, j]),
+            LeafCtx::Ref { shift, bits } => out.extend_from_slice(&[3, shift, bits]),
         }
     }
 
     pub fn read(r: &mut ByteReader) -> Result<Self> {
-        let b = r.u8()?;
-        let ctx = match b {
+        let ctx = match r.u8()? {
             0 => LeafCtx::None,
             1 => {
                 let d = r.varint()?;
@@ -46,12 +53,21 @@ impl Rans {
                 }
                 LeafCtx::Back(d)
             }
-            j => LeafCtx::Side(j - 2),
+            2 => LeafCtx::Side(r.u8()?),
+            3 => {
+                let (shift, bits) = (r.u8()?, r.u8()?);
+                if shift >= 64 || bits == 0 || bits > 16 {
+                    return Err(Error::corrupt("rans: bad reference context"));
+                }
+                LeafCtx::Ref { shift, bits }
+            }
+            k => return Err(Error::Unsupported(format!("rans: unknown context kind {k}"))),
         };
         Ok(Rans { ctx })
     }
 
-    fn side<'a>(&self, sib: &'a [Stream], n: usize) -> Result<Option<Vec<u16>>> {
+    /// The context values when they come from another stream (a sibling or the reference).
+    fn side(&self, sib: &[Stream], reference: Option<&Stream>, n: usize) -> Result<Option<Vec<u16>>> {
         match self.ctx {
             LeafCtx::Side(j) => {
                 let s = sib.get(j as usize).ok_or_else(|| Error::corrupt("rans: context sibling missing"))?;
@@ -60,37 +76,46 @@ impl Rans {
                 }
                 Ok(Some(s.to_u16()))
             }
+            LeafCtx::Ref { shift, bits } => {
+                let r = reference
+                    .ok_or_else(|| Error::invalid("this tensor is coded against a reference, and none was given"))?;
+                if r.len() != n {
+                    return Err(Error::corrupt("rans: reference context does not align with the stream"));
+                }
+                let m = (1u64 << bits) - 1;
+                Ok(Some(r.iter().map(|v| ((v >> shift) & m) as u16).collect()))
+            }
             _ => Ok(None),
         }
     }
 
-    pub fn encode(&self, x: &Stream, sib: &[Stream], out: &mut Vec<u8>) -> Result<()> {
+    fn coder_ctx<'a>(&self, side: &'a Option<Vec<u16>>) -> rans::Ctx<'a> {
+        match (self.ctx, side) {
+            (LeafCtx::Back(d), _) => rans::Ctx::Back(d as usize),
+            (_, Some(s)) => rans::Ctx::Side(s),
+            _ => rans::Ctx::None,
+        }
+    }
+
+    pub fn encode(&self, x: &Stream, sib: &[Stream], reference: Option<&Stream>, out: &mut Vec<u8>) -> Result<()> {
         if x.is_empty() {
             return Ok(());
         }
-        let side = self.side(sib, x.len())?;
-        let ctx = match (self.ctx, &side) {
-            (LeafCtx::Back(d), _) => rans::Ctx::Back(d as usize),
-            (_, Some(s)) => rans::Ctx::Side(s),
-            _ => rans::Ctx::None,
-        };
-        let syms = x.to_u16();
-        rans::encode(&syms, ctx, out);
+        let side = self.side(sib, reference, x.len())?;
+        rans::encode(&x.to_u16(), self.coder_ctx(&side), out);
         Ok(())
     }
 
-    pub fn decode(&self, ty: Ty, n: usize, input: &[u8], sib: &[Stream]) -> Result<Stream> {
+    pub fn decode(&self, ty: Ty, n: usize, input: &[u8], sib: &[Stream], reference: Option<&Stream>) -> Result<Stream> {
         if n == 0 {
+            if !input.is_empty() {
+                return Err(Error::corrupt("rans leaf: bytes for an empty stream"));
+            }
             return Ok(Stream::with_capacity(ty, 0));
         }
-        let side = self.side(sib, n)?;
-        let ctx = match (self.ctx, &side) {
-            (LeafCtx::Back(d), _) => rans::Ctx::Back(d as usize),
-            (_, Some(s)) => rans::Ctx::Side(s),
-            _ => rans::Ctx::None,
-        };
+        let side = self.side(sib, reference, n)?;
         let mut out = Vec::with_capacity(n);
-        let used = rans::decode(input, n, ctx, &mut out)?;
+        let used = rans::decode(input, n, self.coder_ctx(&side), &mut out)?;
         if used != input.len() {
             return Err(Error::corrupt("rans leaf: trailing bytes"));
         }
@@ -114,6 +139,7 @@ impl std::fmt::Display for Rans {
             LeafCtx::Back(1) => write!(f, "rans(prev)"),
             LeafCtx::Back(d) => write!(f, "rans(back {d})"),
             LeafCtx::Side(j) => write!(f, "rans(side{j})"),
+            LeafCtx::Ref { shift, bits } => write!(f, "rans(ref {shift}:{bits})"),
         }
     }
 }

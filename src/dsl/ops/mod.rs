@@ -10,6 +10,7 @@ pub mod lz;
 pub mod maps;
 pub mod planes;
 pub mod raw;
+pub mod reference;
 pub mod region;
 pub mod scan;
 
