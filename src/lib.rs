@@ -90,6 +90,8 @@ struct Job<'a> {
     bytes: &'a [u8],
     /// The matching tensor of the reference: its name and bytes.
     reference: Option<(String, &'a [u8])>,
+    /// Described by the safetensors header (not a byte region between tensors).
+    from_header: bool,
 }
 
 /// Compresses any file; safetensors files get a program per tensor.
@@ -144,6 +146,7 @@ fn plan<'a>(input: &'a [u8], refs: Option<&'a reference::Reference>) -> Vec<Job<
                 offset: a as u64,
                 bytes: &input[a..b],
                 reference: None,
+                from_header: false,
             });
         }
     };
@@ -171,6 +174,7 @@ fn plan<'a>(input: &'a [u8], refs: Option<&'a reference::Reference>) -> Vec<Job<
             dtype: s.dtype.clone(),
             shape: s.shape.clone(),
             reference,
+            from_header: true,
         });
         pos = s.end as usize;
     }
@@ -329,6 +333,7 @@ fn compress_in_pool(
             chunk_elems: chunk_elems(opts, j.word_bits),
             chunks,
             reference,
+            from_header: j.from_header,
         });
     }
     let uses_ref = tensors.iter().any(|t| t.reference.is_some());
@@ -337,6 +342,7 @@ fn compress_in_pool(
         original_size: input.len() as u64,
         original_hash: xxh3_64(input),
         reference: refs.filter(|_| uses_ref).map(|r| r.identity()),
+        chunk_bytes: opts.chunk_bytes as u64,
         residue,
         tensors,
     };

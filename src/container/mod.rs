@@ -27,6 +27,22 @@ pub const MAX_META_BYTES: u64 = 256 << 20;
 /// Level of the zstd frame that holds the meta block.
 const META_LEVEL: i32 = 19;
 
+/// A raw-content zstd dictionary for the meta block: the vocabulary of safetensors headers
+/// (JSON keys, dtype names, words common in tensor names), so that even a file of a few tensors
+/// pays little for its header. Part of the format: changing it changes the format version.
+pub const META_DICT: &[u8] = br#"{"__metadata__":{"format":"pt"},"dtype":"F32","shape":[1],"data_offsets":[0,0]},"dtype":"F16","shape":[],"data_offsets":[],"dtype":"BF16","shape":[],"data_offsets":[],"dtype":"I64","shape":[],"data_offsets":[],"dtype":"I32","dtype":"U8","dtype":"I8","dtype":"BOOL","dtype":"F64","dtype":"F8_E4M3","dtype":"F8_E5M2","dtype":"U16","dtype":"I16","dtype":"U32","dtype":"U64","#
+    .as_slice();
+
+fn zstd_decode_dict(input: &[u8], n: usize) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(n);
+    let mut dec = zstd::bulk::Decompressor::with_dictionary(META_DICT)?;
+    let got = dec.decompress_to_buffer(input, &mut out).map_err(|e| Error::corrupt(format!("index: {e}")))?;
+    if got != n {
+        return Err(Error::corrupt("index: wrong decoded length"));
+    }
+    Ok(out)
+}
+
 #[derive(Clone, Debug)]
 pub struct ChunkEntry {
     /// Offset of the payload in the archive.
@@ -49,11 +65,14 @@ pub struct TensorEntry {
     pub offset: u64,
     pub nbytes: u64,
     pub program: Node,
-    /// Elements per chunk (the last chunk may be shorter).
+    /// Elements per chunk (the last chunk may be shorter), from the index's chunk size.
     pub chunk_elems: u64,
     pub chunks: Vec<ChunkEntry>,
     /// The reference tensor this one is coded against, when its program reads one.
     pub reference: Option<TensorRef>,
+    /// Name, dtype, shape and byte range come from the safetensors header (kept in the residue)
+    /// rather than from the index.
+    pub from_header: bool,
 }
 
 /// Identity of the reference tensor a tensor was coded against.
@@ -102,6 +121,8 @@ pub struct Index {
     pub original_hash: u64,
     /// The reference file, when some tensor is coded against one.
     pub reference: Option<FileRef>,
+    /// Original bytes per chunk: tensors of `w`-byte words are cut every `max(1, chunk_bytes / w)` words.
+    pub chunk_bytes: u64,
     /// Every original byte outside tensor data, in file order.
     pub residue: Vec<u8>,
     pub tensors: Vec<TensorEntry>,
@@ -135,17 +156,25 @@ impl Index {
                 out.extend_from_slice(&f.hash.to_le_bytes());
             }
         }
+        put_varint(out, self.chunk_bytes);
+        put_varint(out, self.residue.len() as u64);
+        out.extend_from_slice(&self.residue);
         put_varint(out, self.tensors.len() as u64);
         for t in &self.tensors {
-            put_bytes(out, t.name.as_bytes());
-            put_bytes(out, t.dtype.as_bytes());
-            put_varint(out, t.shape.len() as u64);
-            for &d in &t.shape {
-                put_varint(out, d);
+            if t.from_header {
+                out.push(1);
+            } else {
+                out.push(0);
+                put_bytes(out, t.name.as_bytes());
+                put_bytes(out, t.dtype.as_bytes());
+                put_varint(out, t.shape.len() as u64);
+                for &d in &t.shape {
+                    put_varint(out, d);
+                }
+                put_varint(out, t.word_bits as u64);
+                put_varint(out, t.offset);
+                put_varint(out, t.nbytes);
             }
-            put_varint(out, t.word_bits as u64);
-            put_varint(out, t.offset);
-            put_varint(out, t.nbytes);
             put_bytes(out, &t.program.to_bytes());
             if t.program.uses_reference() {
                 let r = t.reference.as_ref().expect("a tensor coded against a reference records it");
@@ -153,7 +182,6 @@ impl Index {
                 out.extend_from_slice(&r.hash.to_le_bytes());
                 put_varint(out, r.standalone_estimate);
             }
-            put_varint(out, t.chunk_elems);
             if t.program.reads_payload() {
                 for c in &t.chunks {
                     put_varint(out, c.len);
@@ -161,8 +189,6 @@ impl Index {
                 }
             }
         }
-        put_varint(out, self.residue.len() as u64);
-        out.extend_from_slice(&self.residue);
     }
 
     fn read(bytes: &[u8], version: u16, data_end: u64) -> Result<Index> {
@@ -174,25 +200,51 @@ impl Index {
             1 => Some(FileRef { size: r.varint()?, hash: r.u64_le()? }),
             _ => return Err(Error::corrupt("bad reference flag")),
         };
+        let chunk_bytes = r.varint()?;
+        if chunk_bytes == 0 || chunk_bytes > MAX_CHUNK_BYTES {
+            return Err(Error::corrupt("chunk size out of range"));
+        }
+        let residue_len = r.len(r.remaining() as u64)?;
+        let residue = r.take(residue_len)?.to_vec();
+        let mut header_spans: Option<std::vec::IntoIter<crate::tensor::safetensors::TensorSpan>> = None;
         let mut pos = HEADER_LEN as u64;
-        // Every tensor takes at least 8 index bytes: bound the count before allocating.
-        let nt = r.len(r.remaining() as u64 / 8)?;
+        // Every tensor takes at least 4 index bytes: bound the count before allocating.
+        let nt = r.len(r.remaining() as u64 / 4)?;
         let mut tensors = Vec::with_capacity(nt);
         let mut orig_pos = 0u64;
         let mut tensor_bytes = 0u64;
         for _ in 0..nt {
-            let name =
-                String::from_utf8(r.bytes()?.to_vec()).map_err(|_| Error::corrupt("tensor name is not UTF-8"))?;
-            let dtype = String::from_utf8(r.bytes()?.to_vec()).map_err(|_| Error::corrupt("dtype is not UTF-8"))?;
-            let ndim = r.len(r.remaining() as u64)?;
-            let shape = (0..ndim).map(|_| r.varint()).collect::<Result<Vec<_>>>()?;
-            let word_bits = r.len(64)? as u32;
+            let from_header = match r.u8()? {
+                0 => false,
+                1 => true,
+                _ => return Err(Error::corrupt("bad tensor entry kind")),
+            };
+            let (name, dtype, shape, word_bits, offset, nbytes) = if from_header {
+                if header_spans.is_none() {
+                    let spans = crate::tensor::safetensors::layout_from_prefix(&residue, original_size)
+                        .map_err(|e| Error::corrupt(format!("the kept safetensors header does not parse: {e}")))?;
+                    header_spans = Some(spans.into_iter());
+                }
+                let s = header_spans
+                    .as_mut()
+                    .and_then(|it| it.next())
+                    .ok_or_else(|| Error::corrupt("more header tensors in the index than in the header"))?;
+                let wb = s.word_bits();
+                let (offset, nbytes) = (s.start, s.len());
+                (s.name, s.dtype.name().to_string(), s.shape, wb, offset, nbytes)
+            } else {
+                let name =
+                    String::from_utf8(r.bytes()?.to_vec()).map_err(|_| Error::corrupt("tensor name is not UTF-8"))?;
+                let dtype = String::from_utf8(r.bytes()?.to_vec()).map_err(|_| Error::corrupt("dtype is not UTF-8"))?;
+                let ndim = r.len(r.remaining() as u64)?;
+                let shape = (0..ndim).map(|_| r.varint()).collect::<Result<Vec<_>>>()?;
+                let word_bits = r.len(64)? as u32;
+                (name, dtype, shape, word_bits, r.varint()?, r.varint()?)
+            };
             if !matches!(word_bits, 8 | 16 | 32 | 64) {
                 return Err(Error::corrupt(format!("tensor {name:?}: bad word width")));
             }
             let wb = word_bits as u64 / 8;
-            let offset = r.varint()?;
-            let nbytes = r.varint()?;
             let end = offset.checked_add(nbytes).ok_or_else(|| Error::corrupt("tensor range overflows"))?;
             if offset < orig_pos || end > original_size || nbytes % wb != 0 {
                 return Err(Error::corrupt(format!("tensor {name:?}: byte range out of order or out of range")));
@@ -213,10 +265,7 @@ impl Index {
             } else {
                 None
             };
-            let chunk_elems = r.varint()?;
-            if (nbytes > 0 && chunk_elems == 0) || chunk_elems > MAX_CHUNK_BYTES / wb {
-                return Err(Error::corrupt(format!("tensor {name:?}: chunk size out of range")));
-            }
+            let chunk_elems = (chunk_bytes / wb).max(1);
             let elems = nbytes / wb;
             let nchunks = if elems == 0 { 0 } else { elems.div_ceil(chunk_elems) };
             let payload = program.reads_payload();
@@ -245,10 +294,9 @@ impl Index {
                 chunk_elems,
                 chunks,
                 reference: tref,
+                from_header,
             });
         }
-        let residue_len = r.len(r.remaining() as u64)?;
-        let residue = r.take(residue_len)?.to_vec();
         if !r.is_empty() {
             return Err(Error::corrupt("index: trailing bytes"));
         }
@@ -258,7 +306,7 @@ impl Index {
         if tensor_bytes + residue.len() as u64 != original_size {
             return Err(Error::corrupt("tensors and residue do not add up to the original size"));
         }
-        Ok(Index { version, original_size, original_hash, reference, residue, tensors })
+        Ok(Index { version, original_size, original_hash, reference, chunk_bytes, residue, tensors })
     }
 }
 
@@ -267,7 +315,7 @@ impl Index {
 pub fn write_archive(index: &Index, payloads: &[Vec<u8>]) -> Result<Vec<u8>> {
     let mut meta_raw = Vec::new();
     index.write(&mut meta_raw);
-    let meta = zstd::bulk::compress(&meta_raw, META_LEVEL)?;
+    let meta = zstd::bulk::Compressor::with_dictionary(META_LEVEL, META_DICT)?.compress(&meta_raw)?;
     let total: usize = payloads.iter().map(|p| p.len()).sum::<usize>();
     let mut out = Vec::with_capacity(HEADER_LEN + total + meta.len() + FOOTER_LEN);
     out.extend_from_slice(&MAGIC);
@@ -323,7 +371,7 @@ pub fn read_index(archive: &[u8], memory_limit: u64) -> Result<Index> {
     if meta_raw_len > MAX_META_BYTES || meta_raw_len > memory_limit {
         return Err(Error::Limit(format!("archive index of {meta_raw_len} bytes")));
     }
-    let raw = crate::coder::zstd_decode(meta, meta_raw_len as usize)?;
+    let raw = zstd_decode_dict(meta, meta_raw_len as usize)?;
     Index::read(&raw, version, meta_start as u64)
 }
 

@@ -47,11 +47,18 @@ const MAX_HEADER: u64 = 100_000_000;
 
 /// Tensor spans sorted by offset, or why the file is not (consistent) safetensors.
 pub fn layout(file: &[u8]) -> Result<Vec<TensorSpan>, String> {
+    layout_from_prefix(file, file.len() as u64)
+}
+
+/// The layout from the start of a file (at least its length prefix and JSON header) and the
+/// file's total length. The archive reader uses it to rebuild tensor entries from the header
+/// kept in the residue instead of storing them twice.
+pub fn layout_from_prefix(file: &[u8], file_len: u64) -> Result<Vec<TensorSpan>, String> {
     if file.len() < 8 {
         return Err("shorter than a safetensors length prefix".into());
     }
     let n = u64::from_le_bytes(file[..8].try_into().unwrap());
-    if n > MAX_HEADER || 8 + n > file.len() as u64 {
+    if n > MAX_HEADER || 8 + n > file.len() as u64 || file.len() as u64 > file_len {
         return Err("header length out of range".into());
     }
     let header = &file[8..8 + n as usize];
@@ -80,7 +87,7 @@ pub fn layout(file: &[u8]) -> Result<Vec<TensorSpan>, String> {
             .and_then(|o| Some((o[0].as_u64()?, o[1].as_u64()?)))
             .ok_or_else(|| format!("tensor {name:?} has bad data_offsets"))?;
         let (a, b) = offs;
-        if a > b || b.checked_add(data_start).map_or(true, |e| e > file.len() as u64) {
+        if a > b || b.checked_add(data_start).map_or(true, |e| e > file_len) {
             return Err(format!("tensor {name:?}: offsets out of range"));
         }
         spans.push(TensorSpan {
