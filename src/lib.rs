@@ -150,7 +150,9 @@ fn plan<'a>(input: &'a [u8], refs: Option<&'a reference::Reference>) -> Vec<Job<
             });
         }
     };
-    let mut pos = 0usize;
+    // The length prefix and JSON header always stay in the residue: the index describes the
+    // header's tensors by reference to it.
+    let mut pos = if spans.is_empty() { 0 } else { 8 + u64::from_le_bytes(input[..8].try_into().unwrap()) as usize };
     for s in &spans {
         gap(&mut jobs, pos, s.start as usize);
         let bytes = &input[s.start as usize..s.end as usize];

@@ -208,8 +208,9 @@ impl Index {
         let residue = r.take(residue_len)?.to_vec();
         let mut header_spans: Option<std::vec::IntoIter<crate::tensor::safetensors::TensorSpan>> = None;
         let mut pos = HEADER_LEN as u64;
-        // Every tensor takes at least 4 index bytes: bound the count before allocating.
-        let nt = r.len(r.remaining() as u64 / 4)?;
+        // Every tensor takes at least 3 index bytes (kind, program length, operator id): bound
+        // the count before allocating.
+        let nt = r.len(r.remaining() as u64 / 3)?;
         let mut tensors = Vec::with_capacity(nt);
         let mut orig_pos = 0u64;
         let mut tensor_bytes = 0u64;
@@ -420,7 +421,14 @@ fn chunk_stream(
         {
             return Err(Error::corrupt("copy: source tensor has a different layout"));
         }
-        chunk_stream(archive, index, src, c, depth + 1, refs)
+        let s = chunk_stream(archive, index, src, c, depth + 1, refs)?;
+        // The source's own checksum covers the copy too.
+        if let Some(h) = st.chunks[c].checksum {
+            if xxh3_64(&s.to_le_bytes()) != h {
+                return Err(Error::Checksum(format!("tensor {:?}, chunk {c} (copied by {:?})", st.name, tensor.name)));
+            }
+        }
+        Ok(s)
     };
     let reference = match (&tensor.reference, refs) {
         (None, _) => None,

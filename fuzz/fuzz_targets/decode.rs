@@ -1,0 +1,15 @@
+//! Arbitrary bytes as an archive: decoding must return an error or the original, never panic,
+//! and never allocate beyond the memory limit.
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let opts = brevis::DecodeOptions { memory_limit: 64 << 20, threads: 1, verify: true };
+    let _ = brevis::decompress_with(data, &opts);
+    if let Ok(mut a) = brevis::Archive::open_with_limit(data, 64 << 20) {
+        a.set_memory_limit(64 << 20);
+        for i in 0..a.len().min(8) {
+            let _ = a.decode_tensor(i);
+        }
+    }
+});

@@ -1,0 +1,63 @@
+//! A real archive, damaged: truncated at 100+ points and with 300+ single-bit flips, `brevis
+//! decompress` must exit non-zero with one clear line, never panic, and leave no output file.
+
+use std::process::Command;
+
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 >> 11
+    }
+}
+
+#[test]
+fn truncations_and_bit_flips_fail_cleanly() {
+    let bin = env!("CARGO_BIN_EXE_brevis");
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/silero_vad_16k.safetensors");
+    let archive_path = dir.path().join("a.brv");
+    let st = Command::new(bin).args(["compress", "-q", fixture, "-o"]).arg(&archive_path).status().unwrap();
+    assert!(st.success());
+    let archive = std::fs::read(&archive_path).unwrap();
+    let n = archive.len();
+    let mut cases: Vec<(String, Vec<u8>)> = Vec::new();
+    // 120 truncations: every byte near both ends, the rest evenly spaced.
+    let mut cuts: Vec<usize> = (0..20).chain(n - 40..n).collect();
+    cuts.extend((1..=60).map(|i| i * n / 61));
+    for c in cuts {
+        cases.push((format!("truncated to {c}"), archive[..c].to_vec()));
+    }
+    // 320 single-bit flips: the first and last 64 bytes, and random positions.
+    let mut rng = Lcg(99);
+    for k in 0..320 {
+        let pos = match k {
+            0..=63 => k,
+            64..=127 => n - 128 + k,
+            _ => rng.next() as usize % n,
+        };
+        let mut d = archive.clone();
+        d[pos] ^= 1 << (rng.next() % 8);
+        cases.push((format!("bit flip at byte {pos}"), d));
+    }
+    assert!(cases.len() >= 420);
+    let damaged = dir.path().join("damaged.brv");
+    let out = dir.path().join("out.st");
+    for (what, bytes) in &cases {
+        std::fs::write(&damaged, bytes).unwrap();
+        let o = Command::new(bin).arg("decompress").arg(&damaged).arg("-o").arg(&out).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{what}: exit {:?}, stderr {err}", o.status);
+        assert!(
+            !err.contains("panicked") && err.starts_with("brevis: ") && err.trim_end().lines().count() == 1,
+            "{what}: {err}"
+        );
+        assert!(!out.exists(), "{what}: an output file was left");
+    }
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.iter().all(|n| !n.starts_with(".brevis-")), "temporary files left: {names:?}");
+}
