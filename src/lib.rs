@@ -263,7 +263,7 @@ fn compress_in_pool(
             (Some((_, rb)), true) => Some(dsl::Stream::from_le_bytes(ty, &rb[s..e])?),
             _ => None,
         };
-        program.encode_with(&stream, &[], reference.as_ref(), &mut out)?;
+        program.encode_at(&stream, &[], reference.as_ref(), (s / (j.word_bits / 8) as usize) as u64, &mut out)?;
         Ok(out)
     };
     let mut programs: Vec<dsl::Node> = chosen.iter().map(|c| c.0.clone()).collect();

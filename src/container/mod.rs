@@ -191,7 +191,9 @@ impl Index {
         }
     }
 
-    fn read(bytes: &[u8], version: u16, data_end: u64) -> Result<Index> {
+    fn read(bytes: &[u8], version: u16, data_end: u64, memory_limit: u64) -> Result<Index> {
+        // Chunk entries are made for every chunk, also of payload-free tensors: bound them.
+        let mut entries_left = memory_limit / std::mem::size_of::<ChunkEntry>() as u64;
         let mut r = ByteReader::new(bytes);
         let original_size = r.varint()?;
         let original_hash = r.u64_le()?;
@@ -270,6 +272,9 @@ impl Index {
             let elems = nbytes / wb;
             let nchunks = if elems == 0 { 0 } else { elems.div_ceil(chunk_elems) };
             let payload = program.reads_payload();
+            entries_left = entries_left
+                .checked_sub(nchunks)
+                .ok_or_else(|| Error::Limit(format!("tensor {name:?}: {nchunks} chunks exceed the memory limit")))?;
             // A payload-bearing chunk takes at least 9 index bytes.
             if payload && nchunks > r.remaining() as u64 / 9 {
                 return Err(Error::corrupt(format!("tensor {name:?}: more chunks than the index holds")));
@@ -373,7 +378,7 @@ pub fn read_index(archive: &[u8], memory_limit: u64) -> Result<Index> {
         return Err(Error::Limit(format!("archive index of {meta_raw_len} bytes")));
     }
     let raw = zstd_decode_dict(meta, meta_raw_len as usize)?;
-    Index::read(&raw, version, meta_start as u64)
+    Index::read(&raw, version, meta_start as u64, memory_limit)
 }
 
 /// Supplies chunk `c` of the reference tensor of a tensor coded against a reference.

@@ -259,8 +259,48 @@ impl Node {
 
     /// Like `encode`, with the reference chunk (aligned with `x`) for programs that use one.
     pub fn encode_with(&self, x: &Stream, sib: &[Stream], reference: Option<&Stream>, out: &mut Vec<u8>) -> Result<()> {
+        self.encode_at(x, sib, reference, 0, out)
+    }
+
+    /// Runs the program forward over a chunk whose first element is element `elem_offset` of
+    /// its tensor. Every failure is `Error::Invalid`: the program does not apply to this data.
+    pub fn encode_at(
+        &self,
+        x: &Stream,
+        sib: &[Stream],
+        reference: Option<&Stream>,
+        elem_offset: u64,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        self.encode_node(x, sib, reference, elem_offset, out).map_err(|e| match e {
+            Error::Corrupt(m) => Error::Invalid(m),
+            e => e,
+        })
+    }
+
+    fn encode_node(
+        &self,
+        x: &Stream,
+        sib: &[Stream],
+        reference: Option<&Stream>,
+        elem_offset: u64,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
         let not_applicable = || Error::invalid("program does not apply to this data");
-        let kids = |parts: Vec<Stream>, out: &mut Vec<u8>| self.encode_children(parts, reference, out);
+        // The type rule, checked as the parser does.
+        if self.child_types(x.ty)?.len() != self.children.len() {
+            return Err(Error::invalid("program arity does not match the operator"));
+        }
+        match &self.op {
+            Op::Rans(_) | Op::Huffman(_) if x.ty.bits > 16 => {
+                return Err(Error::invalid("entropy leaf over words wider than 16 bits"))
+            }
+            Op::Rans(Rans { ctx: LeafCtx::Back(0) }) => return Err(Error::invalid("zero context distance")),
+            Op::Scan(s) if s.stride == 0 => return Err(Error::invalid("zero stride")),
+            Op::Repeat(r) if r.period == 0 => return Err(Error::invalid("zero period")),
+            _ => {}
+        }
+        let kids = |parts: Vec<Stream>, out: &mut Vec<u8>| self.encode_children(parts, reference, elem_offset, out);
         match &self.op {
             Op::Raw(r) => leaf_payload(out, |o| {
                 r.encode(x, o);
@@ -279,7 +319,14 @@ impl Node {
                 Ok(())
             }
             // Generators that depend on the position are checked by the chooser on the whole tensor.
-            Op::Arange(_) | Op::Copy(_) => Ok(()),
+            Op::Arange(a) => {
+                if a.decode(x.ty, x.len(), elem_offset)? != *x {
+                    return Err(not_applicable());
+                }
+                Ok(())
+            }
+            // The chooser proves copies by comparing bytes.
+            Op::Copy(_) => Ok(()),
             Op::Ref(op) => {
                 op.check(x.ty)?;
                 let r = RefOp::reference(reference, x.ty, x.len())?;
@@ -307,12 +354,18 @@ impl Node {
         }
     }
 
-    fn encode_children(&self, parts: Vec<Stream>, reference: Option<&Stream>, out: &mut Vec<u8>) -> Result<()> {
+    fn encode_children(
+        &self,
+        parts: Vec<Stream>,
+        reference: Option<&Stream>,
+        elem_offset: u64,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
         if parts.len() != self.children.len() {
             return Err(Error::invalid("program arity does not match the operator"));
         }
         for (j, (child, part)) in self.children.iter().zip(&parts).enumerate() {
-            child.encode_with(part, &parts[..j], reference, out)?;
+            child.encode_node(part, &parts[..j], reference, elem_offset, out)?;
         }
         Ok(())
     }
