@@ -1,0 +1,183 @@
+// A llama.cpp-style loader on top of the Brevis C API: map an archive, list its tensors, decode
+// each tensor straight into its own aligned buffer (the way a runtime fills its weight buffers),
+// and check every byte against the original safetensors file.
+//
+//   loader ARCHIVE.brv ORIGINAL.safetensors
+//
+// Build: c++ -std=c++17 loader.cpp $(pkg-config --cflags --libs brevis)   (see README.md)
+// Built and run by tests/ffi_c.rs.
+
+#include <brevis.h>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+// Alignment of each tensor buffer: what SIMD kernels and GPU uploads want.
+constexpr size_t kAlign = 64;
+
+struct brevis_error : std::runtime_error {
+    int code;
+    brevis_error(const std::string &what, int c)
+        : std::runtime_error(what + ": " + brevis_error_string(c)), code(c) {}
+};
+
+void check(int rc, const char *what) {
+    if (rc != BREVIS_OK) throw brevis_error(what, rc);
+}
+
+// A read-only memory map of a whole file.
+class mapped_file {
+  public:
+    explicit mapped_file(const char *path) {
+        int fd = open(path, O_RDONLY);
+        if (fd < 0) throw std::runtime_error(std::string("cannot open ") + path);
+        struct stat st;
+        if (fstat(fd, &st) != 0) {
+            close(fd);
+            throw std::runtime_error(std::string("cannot stat ") + path);
+        }
+        size_ = static_cast<size_t>(st.st_size);
+        if (size_ > 0) {
+            void *p = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+            if (p == MAP_FAILED) {
+                close(fd);
+                throw std::runtime_error(std::string("cannot map ") + path);
+            }
+            data_ = static_cast<const uint8_t *>(p);
+        }
+        close(fd);
+    }
+    ~mapped_file() {
+        if (data_) munmap(const_cast<uint8_t *>(data_), size_);
+    }
+    mapped_file(const mapped_file &) = delete;
+    mapped_file &operator=(const mapped_file &) = delete;
+    const uint8_t *data() const { return data_; }
+    size_t size() const { return size_; }
+
+  private:
+    const uint8_t *data_ = nullptr;
+    size_t size_ = 0;
+};
+
+// The archive handle; it borrows the mapped bytes, which outlive it.
+struct archive_deleter {
+    void operator()(brevis_archive *a) const { brevis_archive_free(a); }
+};
+using archive_ptr = std::unique_ptr<brevis_archive, archive_deleter>;
+
+archive_ptr open_archive(const mapped_file &f) {
+    brevis_archive *a = nullptr;
+    check(brevis_archive_open(f.data(), f.size(), &a), "opening the archive");
+    return archive_ptr(a);
+}
+
+struct aligned_free {
+    void operator()(uint8_t *p) const { std::free(p); }
+};
+using buffer = std::unique_ptr<uint8_t, aligned_free>;
+
+buffer aligned_buffer(uint64_t n) {
+    size_t size = (static_cast<size_t>(n) + kAlign - 1) / kAlign * kAlign;
+    void *p = std::aligned_alloc(kAlign, size == 0 ? kAlign : size);
+    if (!p) throw std::bad_alloc();
+    return buffer(static_cast<uint8_t *>(p));
+}
+
+struct tensor {
+    std::string name;
+    std::string dtype;
+    std::vector<uint64_t> shape;
+    uint64_t nbytes, offset, compressed;
+    buffer data;
+};
+
+std::string shape_string(const std::vector<uint64_t> &shape) {
+    std::string s = "[";
+    for (size_t d = 0; d < shape.size(); d++) s += (d ? ", " : "") + std::to_string(shape[d]);
+    return s + "]";
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    if (argc != 3) {
+        std::fprintf(stderr, "usage: %s ARCHIVE.brv ORIGINAL.safetensors\n", argv[0]);
+        return 2;
+    }
+    try {
+        std::printf("brevis %s (header %s)\n", brevis_version(), BREVIS_VERSION_STRING);
+        mapped_file file(argv[1]), original(argv[2]);
+        archive_ptr archive = open_archive(file);
+
+        // The index: names, dtypes, shapes, sizes. Nothing is decoded yet.
+        size_t count = brevis_archive_tensor_count(archive.get());
+        std::vector<tensor> tensors(count);
+        for (size_t i = 0; i < count; i++) {
+            brevis_tensor_info info;
+            check(brevis_archive_tensor_info(archive.get(), i, &info), "reading the index");
+            tensor &t = tensors[i];
+            t.name.assign(info.name, info.name_len);
+            t.dtype = info.dtype;
+            t.shape.assign(info.shape, info.shape + info.ndim);
+            t.nbytes = info.nbytes;
+            t.offset = info.offset;
+            t.compressed = info.compressed_bytes;
+            size_t j = 0;
+            check(brevis_archive_find(archive.get(), t.name.c_str(), &j), "finding a tensor by name");
+            std::printf("%4zu %-40s %-5s %-18s %10" PRIu64 " B -> %10" PRIu64 " B\n", i, t.name.c_str(),
+                        t.dtype.c_str(), shape_string(t.shape).c_str(), t.nbytes, t.compressed);
+        }
+
+        // Decode every tensor into its own aligned buffer; the archive handle is shared by the
+        // worker threads (it is immutable once opened).
+        std::atomic<size_t> next{0};
+        std::atomic<int> error{BREVIS_OK};
+        auto worker = [&] {
+            for (size_t i; (i = next++) < count;) {
+                tensor &t = tensors[i];
+                t.data = aligned_buffer(t.nbytes);
+                int rc = brevis_archive_decode_tensor(archive.get(), i, t.data.get(), t.nbytes);
+                if (rc != BREVIS_OK) error = rc;
+            }
+        };
+        unsigned n_threads = std::max(1u, std::min(4u, std::thread::hardware_concurrency()));
+        std::vector<std::thread> pool;
+        for (unsigned k = 0; k < n_threads; k++) pool.emplace_back(worker);
+        for (auto &th : pool) th.join();
+        check(error, "decoding a tensor");
+
+        // Every byte against the original file.
+        uint64_t total = 0;
+        for (const tensor &t : tensors) {
+            if (reinterpret_cast<uintptr_t>(t.data.get()) % kAlign != 0) throw std::runtime_error("misaligned");
+            if (t.offset + t.nbytes > original.size() ||
+                (t.nbytes > 0 && std::memcmp(t.data.get(), original.data() + t.offset, t.nbytes) != 0)) {
+                std::fprintf(stderr, "MISMATCH: tensor %s\n", t.name.c_str());
+                return 1;
+            }
+            total += t.nbytes;
+        }
+        std::printf("all tensors match: %zu tensors, %" PRIu64 " bytes, archive %zu bytes, original %zu bytes\n",
+                    count, total, file.size(), original.size());
+        return 0;
+    } catch (const std::exception &e) {
+        std::fprintf(stderr, "error: %s\n", e.what());
+        return 1;
+    }
+}

@@ -1,0 +1,150 @@
+package brevis
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func fixture(t *testing.T) []byte {
+	path := os.Getenv("BREVIS_FIXTURE")
+	if path == "" {
+		path = filepath.Join("..", "..", "tests", "fixtures", "silero_vad_16k.safetensors")
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// tensors parses the safetensors header: name -> data bytes.
+func tensors(t *testing.T, f []byte) map[string][]byte {
+	n := binary.LittleEndian.Uint64(f[:8])
+	var h map[string]json.RawMessage
+	if err := json.Unmarshal(f[8:8+n], &h); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]byte{}
+	for name, raw := range h {
+		if name == "__metadata__" {
+			continue
+		}
+		var e struct {
+			DataOffsets [2]uint64 `json:"data_offsets"`
+		}
+		if err := json.Unmarshal(raw, &e); err != nil {
+			t.Fatal(err)
+		}
+		out[name] = f[8+n+e.DataOffsets[0] : 8+n+e.DataOffsets[1]]
+	}
+	return out
+}
+
+func TestVersion(t *testing.T) {
+	if v := Version(); v == "" {
+		t.Fatal("empty version")
+	}
+}
+
+func TestBytesRoundTrip(t *testing.T) {
+	for _, data := range [][]byte{nil, []byte("x"), bytes.Repeat([]byte("brevis "), 1000)} {
+		packed, err := Compress(data, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(packed) > CompressBound(len(data)) {
+			t.Fatalf("archive of %d bytes above the bound", len(packed))
+		}
+		back, err := Decompress(packed, &Options{Threads: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(back, data) {
+			t.Fatal("round trip changed the data")
+		}
+	}
+}
+
+func TestCheckpointAndArchive(t *testing.T) {
+	orig := fixture(t)
+	packed, err := Compress(orig, &Options{Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(packed) >= len(orig) {
+		t.Fatalf("no gain: %d -> %d", len(orig), len(packed))
+	}
+	back, err := Decompress(packed, nil)
+	if err != nil || !bytes.Equal(back, orig) {
+		t.Fatalf("round trip failed: %v", err)
+	}
+
+	want := tensors(t, orig)
+	a, err := OpenArchive(packed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if a.Len() != len(want) {
+		t.Fatalf("%d tensors, want %d", a.Len(), len(want))
+	}
+	name := a.Info(a.Len() - 1).Name
+	got, err := a.TensorByName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want[name]) {
+		t.Fatalf("tensor %s differs", name)
+	}
+	for i := 0; i < a.Len(); i++ {
+		info := a.Info(i)
+		b, err := a.Tensor(i)
+		if err != nil || !bytes.Equal(b, want[info.Name]) || !bytes.Equal(b, orig[info.Offset:info.Offset+info.NBytes]) {
+			t.Fatalf("tensor %d (%s): %v", i, info.Name, err)
+		}
+		if info.DType == "" || len(info.Shape) == 0 {
+			t.Fatalf("tensor %s: no dtype or shape", info.Name)
+		}
+	}
+}
+
+func TestErrors(t *testing.T) {
+	orig := fixture(t)
+	packed, err := Compress(orig[:100000], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Decompress(packed[:len(packed)/2], nil); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("truncated archive: %v", err)
+	}
+	var e *Error
+	if _, err := OpenArchive(orig); !errors.As(err, &e) || e.Code != -4 {
+		t.Fatalf("not an archive: %v", err)
+	}
+	if _, err := Compress([]byte("x"), &Options{ChunkBytes: -1}); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("bad option: %v", err)
+	}
+	a, err := OpenArchive(packed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if _, err := a.TensorByName("no such tensor"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("unknown name: %v", err)
+	}
+	if _, err := a.DecodeInto(0, make([]byte, 1)); a.Info(0).NBytes > 1 && !errors.Is(err, ErrDstTooSmall) {
+		t.Fatalf("small buffer: %v", err)
+	}
+	if _, err := a.Tensor(a.Len()); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("index past the end: %v", err)
+	}
+	a.Close()
+	if _, err := a.DecodeInto(0, nil); err == nil {
+		t.Fatal("decode after Close")
+	}
+}

@@ -1,0 +1,3 @@
+module brevis
+
+go 1.19

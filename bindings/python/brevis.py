@@ -1,0 +1,309 @@
+"""Brevis for Python: lossless compression of safetensors checkpoints.
+
+A thin ctypes layer over the C library (libbrevis.so); no dependency beyond the standard library.
+Errors of the library are raised as `BrevisError` subclasses (which also derive from the matching
+built-in exception: ValueError, KeyError, OSError).
+
+    import brevis
+    archive = brevis.compress(open("model.safetensors", "rb").read(), threads=4)
+    with brevis.Archive(archive) as a:
+        weight = a["encoder.layer.0.attention.self.query.weight"]   # bytes of one tensor
+    original = brevis.decompress(archive)
+
+The library is found through $BREVIS_LIBRARY (a path to libbrevis.so), else the system's search
+path (ctypes.util.find_library), else the repository's target/release/.
+"""
+
+import ctypes
+import ctypes.util
+import os
+from collections import namedtuple
+
+__all__ = [
+    "compress", "decompress", "decompressed_size", "compress_bound", "compress_file", "decompress_file",
+    "version", "Archive", "TensorInfo", "BrevisError", "InvalidArgumentError", "BufferTooSmallError",
+    "CorruptArchiveError", "UnsupportedArchiveError", "ChecksumError", "LimitError", "BrevisIOError",
+    "TensorNotFoundError", "InternalError",
+]
+
+
+def _load():
+    path = os.environ.get("BREVIS_LIBRARY")
+    if not path:
+        path = ctypes.util.find_library("brevis")
+    if not path:
+        here = os.path.dirname(os.path.abspath(__file__))
+        path = os.path.join(here, "..", "..", "target", "release", "libbrevis.so")
+    return ctypes.CDLL(path)
+
+
+_lib = _load()
+_size = ctypes.c_size_t
+_u8p = ctypes.c_char_p  # bytes are passed without a copy
+_outp = ctypes.POINTER(ctypes.c_char)
+
+
+class _TensorInfo(ctypes.Structure):
+    _fields_ = [
+        ("name", ctypes.c_void_p), ("name_len", _size), ("dtype", ctypes.c_char_p), ("ndim", _size),
+        ("shape", ctypes.POINTER(ctypes.c_uint64)), ("nbytes", ctypes.c_uint64), ("offset", ctypes.c_uint64),
+        ("compressed_bytes", ctypes.c_uint64),
+    ]
+
+
+def _sig(name, restype, *argtypes):
+    f = getattr(_lib, name)
+    f.restype, f.argtypes = restype, list(argtypes)
+    return f
+
+
+_c = ctypes.c_int
+_error_string = _sig("brevis_error_string", ctypes.c_char_p, _c)
+_version = _sig("brevis_version", ctypes.c_char_p)
+_bound = _sig("brevis_compress_bound", _size, _size)
+_compress = _sig("brevis_compress", _c, _u8p, _size, _outp, _size, ctypes.c_void_p, ctypes.POINTER(_size))
+_dsize = _sig("brevis_decompressed_size", _c, _u8p, _size, ctypes.POINTER(ctypes.c_uint64))
+_decompress = _sig(
+    "brevis_decompress_with_options", _c, _u8p, _size, _outp, _size, ctypes.c_void_p, ctypes.POINTER(_size))
+_compress_file = _sig("brevis_compress_file", _c, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p)
+_decompress_file = _sig("brevis_decompress_file", _c, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p)
+_options_new = _sig("brevis_options_new", ctypes.c_void_p)
+_options_set = _sig("brevis_options_set", _c, ctypes.c_void_p, _c, ctypes.c_int64)
+_options_free = _sig("brevis_options_free", None, ctypes.c_void_p)
+_open = _sig("brevis_archive_open", _c, _u8p, _size, ctypes.POINTER(ctypes.c_void_p))
+_count = _sig("brevis_archive_tensor_count", _size, ctypes.c_void_p)
+_info = _sig("brevis_archive_tensor_info", _c, ctypes.c_void_p, _size, ctypes.POINTER(_TensorInfo))
+_find = _sig("brevis_archive_find", _c, ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(_size))
+_decode = _sig("brevis_archive_decode_tensor", _c, ctypes.c_void_p, _size, _outp, _size)
+_free = _sig("brevis_archive_free", None, ctypes.c_void_p)
+
+
+class BrevisError(Exception):
+    """An error of the Brevis library; `code` is its BREVIS_ERROR_* value (see brevis.h)."""
+
+    def __init__(self, code, what=""):
+        self.code = code
+        message = _error_string(code).decode()
+        super().__init__(f"{what}: {message}" if what else message)
+
+
+class InvalidArgumentError(BrevisError, ValueError):
+    """BREVIS_ERROR_INVALID_ARGUMENT (and BREVIS_ERROR_NULL_POINTER)."""
+
+
+class BufferTooSmallError(BrevisError):
+    """BREVIS_ERROR_DST_TOO_SMALL."""
+
+
+class CorruptArchiveError(BrevisError, ValueError):
+    """BREVIS_ERROR_CORRUPT: not an archive, or truncated or damaged."""
+
+
+class UnsupportedArchiveError(BrevisError, ValueError):
+    """BREVIS_ERROR_UNSUPPORTED: written by a newer format version."""
+
+
+class ChecksumError(CorruptArchiveError):
+    """BREVIS_ERROR_CHECKSUM."""
+
+
+class LimitError(BrevisError):
+    """BREVIS_ERROR_LIMIT: the memory limit was exceeded."""
+
+
+class BrevisIOError(BrevisError, OSError):
+    """BREVIS_ERROR_IO (file helpers)."""
+
+
+class TensorNotFoundError(BrevisError, KeyError):
+    """BREVIS_ERROR_NOT_FOUND."""
+
+    def __str__(self):
+        return Exception.__str__(self)
+
+
+class InternalError(BrevisError):
+    """BREVIS_ERROR_PANIC: a bug in the library, caught before it could crash the process."""
+
+
+_ERRORS = {
+    -1: InvalidArgumentError, -2: InvalidArgumentError, -3: BufferTooSmallError, -4: CorruptArchiveError,
+    -5: UnsupportedArchiveError, -6: ChecksumError, -7: LimitError, -8: BrevisIOError, -9: TensorNotFoundError,
+    -10: InternalError,
+}
+
+
+def _check(code, what=""):
+    if code != 0:
+        raise _ERRORS.get(code, BrevisError)(code, what)
+
+
+# brevis_option keys (fixed values).
+_KEYS = {"threads": 1, "chunk_bytes": 2, "sample_elems": 3, "memory_limit": 4, "verify": 5}
+
+
+class _Options:
+    """A brevis_options handle for one call (None when every setting is the default)."""
+
+    def __init__(self, settings):
+        self.handle = None
+        settings = {k: v for k, v in settings.items() if v is not None}
+        for k in settings:
+            if k not in _KEYS:
+                raise TypeError(f"unknown option {k!r}")
+        if settings:
+            self.handle = _options_new()
+            if not self.handle:
+                raise MemoryError("brevis_options_new")
+            for k, v in settings.items():
+                _check(_options_set(self.handle, _KEYS[k], int(v)), k)
+
+    def __enter__(self):
+        return self.handle
+
+    def __exit__(self, *exc):
+        _options_free(self.handle)
+
+
+def _bytes(data):
+    return data if isinstance(data, bytes) else bytes(data)
+
+
+def version():
+    """The library's version, "MAJOR.MINOR.PATCH"."""
+    return _version().decode()
+
+
+def compress_bound(n):
+    """The largest archive `compress` can produce for `n` bytes of input."""
+    return _bound(n)
+
+
+def compress(data, *, threads=None, chunk_bytes=None, sample_elems=None):
+    """Compresses `data` (any bytes-like object; safetensors gets a program per tensor)."""
+    data = _bytes(data)
+    dst = ctypes.create_string_buffer(_bound(len(data)))
+    n = _size()
+    with _Options({"threads": threads, "chunk_bytes": chunk_bytes, "sample_elems": sample_elems}) as o:
+        _check(_compress(data, len(data), dst, len(dst), o, ctypes.byref(n)), "compress")
+    return dst.raw[: n.value]
+
+
+def decompressed_size(archive):
+    """The size of the file `archive` decompresses to (reads only its index)."""
+    archive = _bytes(archive)
+    n = ctypes.c_uint64()
+    _check(_dsize(archive, len(archive), ctypes.byref(n)), "decompressed_size")
+    return n.value
+
+
+def decompress(archive, *, threads=None, verify=None, memory_limit=None):
+    """Decompresses a whole archive back to the original bytes."""
+    archive = _bytes(archive)
+    size = decompressed_size(archive)
+    if memory_limit is not None and size > memory_limit:
+        raise LimitError(-7, "decompress")
+    dst = ctypes.create_string_buffer(max(size, 1))
+    n = _size()
+    with _Options({"threads": threads, "verify": verify, "memory_limit": memory_limit}) as o:
+        _check(_decompress(archive, len(archive), dst, size, o, ctypes.byref(n)), "decompress")
+    return dst.raw[: n.value]
+
+
+def compress_file(src, dst, *, threads=None, chunk_bytes=None, sample_elems=None):
+    """Compresses the file `src` into the archive `dst` (replaced atomically)."""
+    with _Options({"threads": threads, "chunk_bytes": chunk_bytes, "sample_elems": sample_elems}) as o:
+        _check(_compress_file(os.fsencode(src), os.fsencode(dst), o), f"compress_file({src!r})")
+
+
+def decompress_file(src, dst, *, threads=None, verify=None, memory_limit=None):
+    """Decompresses the archive `src` into the file `dst` (replaced atomically)."""
+    with _Options({"threads": threads, "verify": verify, "memory_limit": memory_limit}) as o:
+        _check(_decompress_file(os.fsencode(src), os.fsencode(dst), o), f"decompress_file({src!r})")
+
+
+TensorInfo = namedtuple("TensorInfo", "name dtype shape nbytes offset compressed_bytes")
+
+
+class Archive:
+    """Random access to the tensors of an archive, one at a time.
+
+    Holds a reference to `data` (the library reads it in place). Use as a context manager, or
+    call close(). Mapping-like: len(a), iter(a) (names), name in a, a[name] -> bytes.
+    """
+
+    def __init__(self, data):
+        self._handle = None
+        self._data = _bytes(data)
+        handle = ctypes.c_void_p()
+        _check(_open(self._data, len(self._data), ctypes.byref(handle)), "Archive")
+        self._handle = handle.value
+        self._infos = [self._load_info(i) for i in range(_count(self._handle))]
+
+    def _load_info(self, i):
+        t = _TensorInfo()
+        _check(_info(self._handle, i, ctypes.byref(t)), "tensor_info")
+        name = ctypes.string_at(t.name, t.name_len).decode("utf-8", "surrogateescape")
+        return TensorInfo(name, t.dtype.decode(), tuple(t.shape[: t.ndim]), t.nbytes, t.offset, t.compressed_bytes)
+
+    def close(self):
+        if self._handle:
+            _free(self._handle)
+            self._handle = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        self.close()
+
+    def _live(self):
+        if not self._handle:
+            raise ValueError("the archive is closed")
+        return self._handle
+
+    def __len__(self):
+        return len(self._infos)
+
+    def __iter__(self):
+        return (t.name for t in self._infos)
+
+    def __contains__(self, name):
+        return any(t.name == name for t in self._infos)
+
+    def __getitem__(self, name):
+        return self.read(name)
+
+    def info(self, key):
+        """The TensorInfo of tensor `key` (a name or an index)."""
+        return self._infos[self.index(key) if isinstance(key, str) else key]
+
+    def index(self, name):
+        """The index of the first tensor named `name`; TensorNotFoundError (a KeyError) if none."""
+        i = _size()
+        _check(_find(self._live(), name.encode("utf-8", "surrogateescape"), ctypes.byref(i)), repr(name))
+        return i.value
+
+    def read_into(self, key, buffer):
+        """Decodes tensor `key` (a name or an index) into a writable buffer (bytearray,
+        memoryview, numpy array...) of at least its size; returns the number of bytes written."""
+        i = self.index(key) if isinstance(key, str) else key
+        if not 0 <= i < len(self._infos):
+            raise IndexError(i)
+        view = memoryview(buffer).cast("B")
+        if view.readonly:
+            raise TypeError("the buffer is read-only")
+        n = self._infos[i].nbytes
+        dst = (ctypes.c_char * len(view)).from_buffer(view) if len(view) else None
+        _check(_decode(self._live(), i, dst, len(view)), f"tensor {self._infos[i].name!r}")
+        return n
+
+    def read(self, key):
+        """The bytes of tensor `key` (a name or an index)."""
+        i = self.index(key) if isinstance(key, str) else key
+        buf = bytearray(self._infos[i].nbytes)
+        self.read_into(i, buf)
+        return bytes(buf)

@@ -1,0 +1,391 @@
+/* Tests of the C API, written against include/brevis.h only and linked with -lbrevis (static or
+ * shared). Every entry point, and its error paths: NULL pointers, too-small buffers, truncated
+ * and damaged archives, bad option keys and values, a panic inside the library.
+ *
+ *   test_api FILE TMPDIR [quick]
+ *
+ * FILE is any file (a safetensors checkpoint gets the most coverage); TMPDIR a writable folder
+ * for the file helpers. "quick" skips the slow part (the tiny-chunk compression), for runs under
+ * valgrind. Prints one line per failed check and "N passed, M failed"; exits non-zero on failure.
+ * Built and run by tests/ffi_c.rs. */
+
+#include <brevis.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int passed, failed;
+
+#define CHECK(cond)                                                         \
+    do {                                                                    \
+        if (cond) {                                                         \
+            passed++;                                                       \
+        } else {                                                            \
+            failed++;                                                       \
+            fprintf(stderr, "%s:%d: FAILED: %s\n", __FILE__, __LINE__, #cond); \
+        }                                                                   \
+    } while (0)
+
+/* A call that must return `code`, with a readable failure. */
+#define EXPECT(code, call)                                                              \
+    do {                                                                                \
+        int rc_ = (call);                                                               \
+        if (rc_ == (code)) {                                                            \
+            passed++;                                                                   \
+        } else {                                                                        \
+            failed++;                                                                   \
+            fprintf(stderr, "%s:%d: FAILED: %s returned %d (%s), expected %d (%s)\n", __FILE__, \
+                    __LINE__, #call, rc_, brevis_error_string(rc_), (int)(code),        \
+                    brevis_error_string(code));                                         \
+        }                                                                               \
+    } while (0)
+
+/* Not in the header on purpose: the test-only key that makes the library panic. */
+#define TEST_PANIC_KEY ((brevis_option)0x7e570001)
+
+static unsigned char *read_file(const char *path, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *buf = malloc(n > 0 ? (size_t)n : 1);
+    if (n > 0 && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    *size = (size_t)n;
+    return buf;
+}
+
+static void test_version_and_errors(void) {
+    char expect[64];
+    snprintf(expect, sizeof expect, "%d.%d.%d", BREVIS_VERSION_MAJOR, BREVIS_VERSION_MINOR,
+             BREVIS_VERSION_PATCH);
+    CHECK(strcmp(brevis_version(), BREVIS_VERSION_STRING) == 0);
+    CHECK(strcmp(brevis_version(), expect) == 0);
+    CHECK(brevis_version_number() == BREVIS_VERSION_NUMBER);
+    CHECK(BREVIS_VERSION_NUMBER ==
+          BREVIS_VERSION_MAJOR * 10000 + BREVIS_VERSION_MINOR * 100 + BREVIS_VERSION_PATCH);
+
+    const char *unknown = brevis_error_string(12345);
+    CHECK(unknown != NULL && strcmp(unknown, brevis_error_string(1)) == 0);
+    for (int c = BREVIS_OK; c >= BREVIS_ERROR_PANIC; c--) {
+        const char *m = brevis_error_string(c);
+        CHECK(m != NULL && strlen(m) > 0 && strcmp(m, unknown) != 0);
+        for (int d = c + 1; d <= BREVIS_OK; d++) CHECK(strcmp(m, brevis_error_string(d)) != 0);
+    }
+    /* The codes are fixed forever. */
+    CHECK(BREVIS_OK == 0 && BREVIS_ERROR_NULL_POINTER == -1 && BREVIS_ERROR_INVALID_ARGUMENT == -2 &&
+          BREVIS_ERROR_DST_TOO_SMALL == -3 && BREVIS_ERROR_CORRUPT == -4 &&
+          BREVIS_ERROR_UNSUPPORTED == -5 && BREVIS_ERROR_CHECKSUM == -6 &&
+          BREVIS_ERROR_LIMIT == -7 && BREVIS_ERROR_IO == -8 && BREVIS_ERROR_NOT_FOUND == -9 &&
+          BREVIS_ERROR_PANIC == -10);
+    CHECK(BREVIS_OPTION_THREADS == 1 && BREVIS_OPTION_CHUNK_BYTES == 2 &&
+          BREVIS_OPTION_SAMPLE_ELEMS == 3 && BREVIS_OPTION_MEMORY_LIMIT == 4 &&
+          BREVIS_OPTION_VERIFY == 5);
+}
+
+static void test_options(void) {
+    brevis_options *o = brevis_options_new();
+    CHECK(o != NULL);
+    EXPECT(BREVIS_OK, brevis_options_set(o, BREVIS_OPTION_THREADS, 0));
+    EXPECT(BREVIS_OK, brevis_options_set(o, BREVIS_OPTION_THREADS, 2));
+    EXPECT(BREVIS_ERROR_INVALID_ARGUMENT, brevis_options_set(o, BREVIS_OPTION_THREADS, -1));
+    EXPECT(BREVIS_ERROR_INVALID_ARGUMENT, brevis_options_set(o, BREVIS_OPTION_THREADS, 1 << 20));
+    EXPECT(BREVIS_OK, brevis_options_set(o, BREVIS_OPTION_CHUNK_BYTES, 1));
+    EXPECT(BREVIS_OK, brevis_options_set(o, BREVIS_OPTION_CHUNK_BYTES, 64 << 20));
+    EXPECT(BREVIS_ERROR_INVALID_ARGUMENT, brevis_options_set(o, BREVIS_OPTION_CHUNK_BYTES, 0));
+    EXPECT(BREVIS_ERROR_INVALID_ARGUMENT,
+           brevis_options_set(o, BREVIS_OPTION_CHUNK_BYTES, (64 << 20) + 1));
+    EXPECT(BREVIS_OK, brevis_options_set(o, BREVIS_OPTION_SAMPLE_ELEMS, 4096));
+    EXPECT(BREVIS_ERROR_INVALID_ARGUMENT, brevis_options_set(o, BREVIS_OPTION_SAMPLE_ELEMS, 0));
+    EXPECT(BREVIS_OK, brevis_options_set(o, BREVIS_OPTION_MEMORY_LIMIT, 0));
+    EXPECT(BREVIS_ERROR_INVALID_ARGUMENT, brevis_options_set(o, BREVIS_OPTION_MEMORY_LIMIT, -5));
+    EXPECT(BREVIS_OK, brevis_options_set(o, BREVIS_OPTION_VERIFY, 0));
+    EXPECT(BREVIS_OK, brevis_options_set(o, BREVIS_OPTION_VERIFY, 1));
+    EXPECT(BREVIS_ERROR_INVALID_ARGUMENT, brevis_options_set(o, BREVIS_OPTION_VERIFY, 2));
+    EXPECT(BREVIS_ERROR_INVALID_ARGUMENT, brevis_options_set(o, (brevis_option)0, 1));
+    EXPECT(BREVIS_ERROR_INVALID_ARGUMENT, brevis_options_set(o, (brevis_option)99, 1));
+    EXPECT(BREVIS_ERROR_INVALID_ARGUMENT, brevis_options_set(o, (brevis_option)-7, 1));
+    EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_options_set(NULL, BREVIS_OPTION_THREADS, 1));
+    brevis_options_free(o);
+    brevis_options_free(NULL);
+}
+
+/* Whole-buffer compression and decompression of `orig`; returns the archive (caller frees). */
+static unsigned char *test_buffers(const unsigned char *orig, size_t n, size_t *archive_size) {
+    brevis_options *o = brevis_options_new();
+    EXPECT(BREVIS_OK, brevis_options_set(o, BREVIS_OPTION_THREADS, 2));
+
+    size_t bound = brevis_compress_bound(n);
+    CHECK(bound >= n && brevis_compress_bound(0) > 0);
+    CHECK(brevis_compress_bound((size_t)-1) == (size_t)-1);
+    unsigned char *arc = malloc(bound);
+    size_t size = 0, sentinel = 777;
+    EXPECT(BREVIS_OK, brevis_compress(orig, n, arc, bound, o, &size));
+    CHECK(size > 0 && size <= bound);
+    /* NULL options are the defaults: the same archive. */
+    unsigned char *arc2 = malloc(bound);
+    size_t size2 = 0;
+    EXPECT(BREVIS_OK, brevis_compress(orig, n, arc2, bound, NULL, &size2));
+    CHECK(size2 == size && memcmp(arc, arc2, size) == 0);
+    free(arc2);
+
+    /* Errors leave the out-pointer alone. */
+    EXPECT(BREVIS_ERROR_DST_TOO_SMALL, brevis_compress(orig, n, arc, size - 1, o, &sentinel));
+    EXPECT(BREVIS_ERROR_DST_TOO_SMALL, brevis_compress(orig, n, NULL, 0, o, &sentinel));
+    EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_compress(NULL, n, arc, bound, o, &sentinel));
+    EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_compress(orig, n, NULL, bound, o, &sentinel));
+    EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_compress(orig, n, arc, bound, o, NULL));
+    CHECK(sentinel == 777);
+
+    /* An empty input (NULL, 0) is a valid file. */
+    unsigned char small[4096];
+    size_t empty_size = 0;
+    EXPECT(BREVIS_OK, brevis_compress(NULL, 0, small, sizeof small, NULL, &empty_size));
+    uint64_t orig_size = 1;
+    EXPECT(BREVIS_OK, brevis_decompressed_size(small, empty_size, &orig_size));
+    CHECK(orig_size == 0);
+    size_t got = 1;
+    EXPECT(BREVIS_OK, brevis_decompress(small, empty_size, NULL, 0, &got));
+    CHECK(got == 0);
+
+    /* Tiny and incompressible inputs fit the bound. */
+    unsigned char noise[300], out[8192];
+    unsigned x = 12345;
+    for (size_t i = 0; i < sizeof noise; i++) noise[i] = (unsigned char)((x = x * 1103515245u + 12345u) >> 16);
+    for (size_t k = 1; k <= sizeof noise; k += 37) {
+        size_t s = 0;
+        EXPECT(BREVIS_OK, brevis_compress(noise, k, out, brevis_compress_bound(k), NULL, &s));
+        CHECK(s <= brevis_compress_bound(k));
+    }
+
+    /* Decompressed size. */
+    uint64_t u = 0;
+    EXPECT(BREVIS_OK, brevis_decompressed_size(arc, size, &u));
+    CHECK(u == n);
+    uint64_t usent = 777;
+    EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_decompressed_size(NULL, size, &usent));
+    EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_decompressed_size(arc, size, NULL));
+    EXPECT(BREVIS_ERROR_CORRUPT, brevis_decompressed_size(arc, size / 2, &usent));
+    EXPECT(BREVIS_ERROR_CORRUPT, brevis_decompressed_size(orig, n, &usent));
+    EXPECT(BREVIS_ERROR_CORRUPT, brevis_decompressed_size(arc, 0, &usent));
+    CHECK(usent == 777);
+
+    /* Decompression. */
+    unsigned char *back = malloc(n + 1);
+    size_t back_size = 0;
+    EXPECT(BREVIS_OK, brevis_decompress(arc, size, back, n, &back_size));
+    CHECK(back_size == n && memcmp(back, orig, n) == 0);
+    memset(back, 0, n);
+    EXPECT(BREVIS_OK, brevis_decompress_with_options(arc, size, back, n + 1, o, &back_size));
+    CHECK(back_size == n && memcmp(back, orig, n) == 0);
+    EXPECT(BREVIS_OK, brevis_decompress_with_options(arc, size, back, n, NULL, &back_size));
+    sentinel = 777;
+    EXPECT(BREVIS_ERROR_DST_TOO_SMALL, brevis_decompress(arc, size, back, n - 1, &sentinel));
+    EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_decompress(NULL, size, back, n, &sentinel));
+    EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_decompress(arc, size, NULL, n, &sentinel));
+    EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_decompress(arc, size, back, n, NULL));
+    for (size_t cut = 0; cut < size; cut += 1 + size / 7)
+        EXPECT(BREVIS_ERROR_CORRUPT, brevis_decompress(arc, cut, back, n, &sentinel));
+    EXPECT(BREVIS_ERROR_CORRUPT, brevis_decompress(arc, size - 1, back, n, &sentinel));
+    EXPECT(BREVIS_ERROR_CORRUPT, brevis_decompress(orig, n, back, n, &sentinel));
+    /* A flipped byte anywhere: an error code, never a crash. */
+    unsigned char *bad = malloc(size);
+    for (size_t at = 0; at < size; at += 1 + size / 13) {
+        memcpy(bad, arc, size);
+        bad[at] ^= 0x5a;
+        int rc = brevis_decompress(bad, size, back, n, &sentinel);
+        CHECK(rc < 0 && rc >= BREVIS_ERROR_PANIC && rc != BREVIS_ERROR_PANIC);
+    }
+    free(bad);
+    CHECK(sentinel == 777);
+    /* The memory limit bounds what reading the index may allocate. */
+    brevis_options *lim = brevis_options_new();
+    EXPECT(BREVIS_OK, brevis_options_set(lim, BREVIS_OPTION_MEMORY_LIMIT, 0));
+    int rc = brevis_decompress_with_options(arc, size, back, n, lim, &sentinel);
+    CHECK(rc == BREVIS_OK || rc == BREVIS_ERROR_LIMIT);
+    brevis_options_free(lim);
+
+    free(back);
+    brevis_options_free(o);
+    *archive_size = size;
+    return arc;
+}
+
+/* Compression with one-byte chunks gives an archive far bigger than the input: it must still fit
+ * in brevis_compress_bound. */
+static void test_bound_with_tiny_chunks(void) {
+    unsigned char in[5000];
+    unsigned x = 7;
+    for (size_t i = 0; i < sizeof in; i++) in[i] = (unsigned char)((x = x * 1103515245u + 12345u) >> 16);
+    brevis_options *o = brevis_options_new();
+    EXPECT(BREVIS_OK, brevis_options_set(o, BREVIS_OPTION_CHUNK_BYTES, 1));
+    size_t bound = brevis_compress_bound(sizeof in), size = 0, got = 0;
+    unsigned char *arc = malloc(bound), back[sizeof in];
+    EXPECT(BREVIS_OK, brevis_compress(in, sizeof in, arc, bound, o, &size));
+    CHECK(size <= bound);
+    EXPECT(BREVIS_OK, brevis_decompress(arc, size, back, sizeof back, &got));
+    CHECK(got == sizeof in && memcmp(back, in, sizeof in) == 0);
+    free(arc);
+    brevis_options_free(o);
+}
+
+/* The loader's path: open, list, find, decode each tensor into its own buffer. */
+static void test_archive(const unsigned char *orig, size_t n, const unsigned char *arc, size_t size) {
+    brevis_archive *a = NULL, *sent = (brevis_archive *)&sent;
+    EXPECT(BREVIS_OK, brevis_archive_open(arc, size, &a));
+    CHECK(a != NULL);
+    size_t count = brevis_archive_tensor_count(a);
+    CHECK(count > 0);
+    CHECK(brevis_archive_tensor_count(NULL) == 0);
+    uint64_t total = 0;
+    for (size_t i = 0; i < count; i++) {
+        brevis_tensor_info info;
+        EXPECT(BREVIS_OK, brevis_archive_tensor_info(a, i, &info));
+        CHECK(info.name != NULL && info.dtype != NULL && strlen(info.name) == info.name_len);
+        CHECK(info.offset + info.nbytes <= n);
+        CHECK((info.ndim == 0) == (info.shape == NULL));
+        for (size_t d = 0; d < info.ndim; d++) CHECK(info.shape[d] < ((uint64_t)1 << 48));
+        total += info.nbytes;
+        size_t j = (size_t)-1;
+        EXPECT(BREVIS_OK, brevis_archive_find(a, info.name, &j));
+        CHECK(j <= i); /* the first tensor of that name */
+        unsigned char *buf = malloc(info.nbytes + 1);
+        EXPECT(BREVIS_OK, brevis_archive_decode_tensor(a, i, buf, info.nbytes));
+        CHECK(memcmp(buf, orig + info.offset, info.nbytes) == 0);
+        EXPECT(BREVIS_OK, brevis_archive_decode_tensor(a, i, buf, info.nbytes + 1));
+        if (info.nbytes > 0) {
+            EXPECT(BREVIS_ERROR_DST_TOO_SMALL, brevis_archive_decode_tensor(a, i, buf, info.nbytes - 1));
+            EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_archive_decode_tensor(a, i, NULL, info.nbytes));
+        }
+        free(buf);
+    }
+    CHECK(total <= n);
+    brevis_tensor_info info;
+    memset(&info, 0xab, sizeof info);
+    EXPECT(BREVIS_ERROR_INVALID_ARGUMENT, brevis_archive_tensor_info(a, count, &info));
+    EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_archive_tensor_info(NULL, 0, &info));
+    EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_archive_tensor_info(a, 0, NULL));
+    CHECK(info.nbytes == 0xababababababababULL);
+    size_t idx = 777;
+    EXPECT(BREVIS_ERROR_NOT_FOUND, brevis_archive_find(a, "no such tensor, surely", &idx));
+    EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_archive_find(a, NULL, &idx));
+    EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_archive_find(NULL, "x", &idx));
+    EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_archive_find(a, "x", NULL));
+    CHECK(idx == 777);
+    unsigned char one;
+    EXPECT(BREVIS_ERROR_INVALID_ARGUMENT, brevis_archive_decode_tensor(a, count, &one, 1));
+    EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_archive_decode_tensor(NULL, 0, &one, 1));
+    brevis_archive_free(a);
+    brevis_archive_free(NULL);
+
+    /* Truncated or foreign archives do not open; the out-pointer is left alone. */
+    brevis_archive *b = sent;
+    for (size_t cut = 0; cut < size; cut += 1 + size / 11)
+        EXPECT(BREVIS_ERROR_CORRUPT, brevis_archive_open(arc, cut, &b));
+    EXPECT(BREVIS_ERROR_CORRUPT, brevis_archive_open(orig, n, &b));
+    EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_archive_open(NULL, size, &b));
+    EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_archive_open(arc, size, NULL));
+    CHECK(b == sent);
+
+    /* A damaged tensor payload: decoding that tensor fails with a code. */
+    unsigned char *bad = malloc(size);
+    memcpy(bad, arc, size);
+    bad[size / 3] ^= 0xff;
+    brevis_archive *c = NULL;
+    if (brevis_archive_open(bad, size, &c) == BREVIS_OK) {
+        int errors = 0;
+        for (size_t i = 0; i < brevis_archive_tensor_count(c); i++) {
+            brevis_tensor_info t;
+            EXPECT(BREVIS_OK, brevis_archive_tensor_info(c, i, &t));
+            unsigned char *buf = malloc(t.nbytes + 1);
+            int rc = brevis_archive_decode_tensor(c, i, buf, t.nbytes);
+            CHECK(rc == BREVIS_OK || (rc < 0 && rc != BREVIS_ERROR_PANIC));
+            /* Decoded without an error means exact, copies of a damaged tensor included. */
+            if (rc == BREVIS_OK) CHECK(memcmp(buf, orig + t.offset, t.nbytes) == 0);
+            errors += rc != BREVIS_OK;
+            free(buf);
+        }
+        CHECK(errors > 0);
+        brevis_archive_free(c);
+    }
+    free(bad);
+}
+
+static void test_files(const char *path, const unsigned char *orig, size_t n, const char *tmp) {
+    char arc[4096], back[4096], missing[4096];
+    snprintf(arc, sizeof arc, "%s/c-api.brv", tmp);
+    snprintf(back, sizeof back, "%s/c-api.out", tmp);
+    snprintf(missing, sizeof missing, "%s/does-not-exist/x", tmp);
+    brevis_options *o = brevis_options_new();
+    EXPECT(BREVIS_OK, brevis_options_set(o, BREVIS_OPTION_THREADS, 1));
+    EXPECT(BREVIS_OK, brevis_compress_file(path, arc, o));
+    EXPECT(BREVIS_OK, brevis_decompress_file(arc, back, NULL));
+    size_t m = 0;
+    unsigned char *got = read_file(back, &m);
+    CHECK(got != NULL && m == n && memcmp(got, orig, n) == 0);
+    free(got);
+    EXPECT(BREVIS_ERROR_IO, brevis_compress_file(missing, arc, o));
+    EXPECT(BREVIS_ERROR_IO, brevis_compress_file(path, missing, o));
+    EXPECT(BREVIS_ERROR_IO, brevis_decompress_file(missing, back, o));
+    EXPECT(BREVIS_ERROR_CORRUPT, brevis_decompress_file(path, back, o));
+    EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_compress_file(NULL, arc, o));
+    EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_compress_file(path, NULL, o));
+    EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_decompress_file(NULL, back, o));
+    EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_decompress_file(arc, NULL, o));
+    brevis_options *lim = brevis_options_new();
+    EXPECT(BREVIS_OK, brevis_options_set(lim, BREVIS_OPTION_MEMORY_LIMIT, n > 0 ? (int64_t)n - 1 : 0));
+    if (n > 0) EXPECT(BREVIS_ERROR_LIMIT, brevis_decompress_file(arc, back, lim));
+    brevis_options_free(lim);
+    brevis_options_free(o);
+    remove(arc);
+    remove(back);
+}
+
+/* A panic inside the library (a worker thread, through the test-only key) is an error code. */
+static void test_panic(const unsigned char *orig, size_t n) {
+    fprintf(stderr, "test_api: the library's panic messages below are expected\n");
+    brevis_options *o = brevis_options_new();
+    EXPECT(BREVIS_ERROR_INVALID_ARGUMENT, brevis_options_set(o, TEST_PANIC_KEY, 2));
+    EXPECT(BREVIS_OK, brevis_options_set(o, TEST_PANIC_KEY, 1));
+    size_t bound = brevis_compress_bound(n), size = 777;
+    unsigned char *arc = malloc(bound);
+    EXPECT(BREVIS_ERROR_PANIC, brevis_compress(orig, n, arc, bound, o, &size));
+    CHECK(size == 777);
+    EXPECT(BREVIS_ERROR_PANIC, brevis_decompress_with_options(NULL, 0, arc, bound, o, &size));
+    /* The library still works afterwards. */
+    EXPECT(BREVIS_OK, brevis_options_set(o, TEST_PANIC_KEY, 0));
+    EXPECT(BREVIS_OK, brevis_compress(orig, n < 1000 ? n : 1000, arc, bound, o, &size));
+    free(arc);
+    brevis_options_free(o);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: %s FILE TMPDIR [quick]\n", argv[0]);
+        return 2;
+    }
+    int quick = argc > 3 && strcmp(argv[3], "quick") == 0;
+    size_t n = 0;
+    unsigned char *orig = read_file(argv[1], &n);
+    if (!orig || n < 2) {
+        fprintf(stderr, "cannot read %s (or it is shorter than 2 bytes)\n", argv[1]);
+        return 2;
+    }
+    test_version_and_errors();
+    test_options();
+    size_t size = 0;
+    unsigned char *arc = test_buffers(orig, n, &size);
+    test_archive(orig, n, arc, size);
+    test_files(argv[1], orig, n, argv[2]);
+    test_panic(orig, n);
+    if (!quick) test_bound_with_tiny_chunks();
+    free(arc);
+    free(orig);
+    printf("c api: %d passed, %d failed\n", passed, failed);
+    return failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,197 @@
+//! The C API from C and C++: ctests/test_api.c linked against the static library and, through the
+//! pkg-config file, the shared one; the same program under valgrind; the C++ loader example
+//! (bindings/cpp/loader.cpp). Needs a C compiler (`cc`, or `$CC`); skips with a message without.
+
+mod ffi_support;
+
+use ffi_support::*;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Link flags of the static library's own dependencies (as `rustc --print native-static-libs`).
+const STATIC_DEPS: &[&str] = &["-lpthread", "-ldl", "-lm", "-lrt", "-lutil", "-lgcc_s"];
+
+fn cc() -> Option<String> {
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    if have(&cc, &["--version"]) {
+        Some(cc)
+    } else {
+        println!("SKIPPED: no C compiler ({cc}); install gcc to run the C API tests");
+        None
+    }
+}
+
+fn c_flags() -> Vec<String> {
+    ["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-O1", "-g"].iter().map(|s| s.to_string()).collect()
+}
+
+fn test_api_source() -> PathBuf {
+    root().join("ctests/test_api.c")
+}
+
+/// Runs test_api on `file`; checks its closing line.
+fn run_test_api(what: &str, exe: &Path, file: &Path, tmp: &Path, extra: &[&str], wrapper: &[&str]) {
+    let mut cmd = if wrapper.is_empty() {
+        Command::new(exe)
+    } else {
+        let mut c = Command::new(wrapper[0]);
+        c.args(&wrapper[1..]).arg(exe);
+        c
+    };
+    cmd.arg(file).arg(tmp).args(extra);
+    let out = run(what, &mut cmd);
+    assert!(out.contains(" passed, 0 failed"), "{what}: {out}");
+}
+
+#[test]
+fn c_api_static_library() {
+    let Some(cc) = cc() else { return };
+    let lib = lib_dir();
+    let tmp = tempfile::tempdir().unwrap();
+    let exe = tmp.path().join("test_api_static");
+    run(
+        "cc (static)",
+        Command::new(&cc)
+            .args(c_flags())
+            .arg("-I")
+            .arg(root().join("include"))
+            .arg(test_api_source())
+            .arg(lib.join("libbrevis.a"))
+            .args(STATIC_DEPS)
+            .arg("-o")
+            .arg(&exe),
+    );
+    // The real checkpoint goes through the shared library (below); the static one gets the small file.
+    let small = write(tmp.path(), "small.safetensors", &small_checkpoint());
+    run_test_api("test_api static, small", &exe, &small, tmp.path(), &[], &[]);
+}
+
+/// An outside program: the installed header and `-lbrevis` found through pkg-config.
+#[test]
+fn c_api_shared_library_through_pkg_config() {
+    let Some(cc) = cc() else { return };
+    if !have("pkg-config", &["--version"]) {
+        println!("SKIPPED: pkg-config is not installed");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let prefix = tmp.path().join("prefix");
+    run(
+        "install.sh",
+        Command::new("sh").arg(root().join("bindings/c/install.sh")).arg(&prefix).env("BREVIS_LIB_DIR", lib_dir()),
+    );
+    let pc = |arg: &str| -> Vec<String> {
+        let out = run(
+            "pkg-config",
+            Command::new("pkg-config").arg(arg).arg("brevis").env("PKG_CONFIG_PATH", prefix.join("lib/pkgconfig")),
+        );
+        out.split_whitespace().map(String::from).collect()
+    };
+    let version = run(
+        "pkg-config --modversion",
+        Command::new("pkg-config")
+            .args(["--modversion", "brevis"])
+            .env("PKG_CONFIG_PATH", prefix.join("lib/pkgconfig")),
+    );
+    assert_eq!(version.trim(), env!("CARGO_PKG_VERSION"));
+    let exe = tmp.path().join("test_api_shared");
+    run(
+        "cc (shared, pkg-config)",
+        Command::new(&cc)
+            .args(c_flags())
+            .args(pc("--cflags"))
+            .arg(test_api_source())
+            .args(pc("--libs"))
+            .arg(format!("-Wl,-rpath,{}", prefix.join("lib").display()))
+            .arg("-o")
+            .arg(&exe),
+    );
+    let ldd = run("ldd", Command::new("ldd").arg(&exe));
+    assert!(ldd.contains(&prefix.join("lib/libbrevis.so").display().to_string()), "not linked to the shared library");
+    run_test_api("test_api shared, fixture", &exe, &fixture(), tmp.path(), &[], &[]);
+}
+
+/// The C tests under valgrind's memcheck, on a small checkpoint: no invalid access, no definite
+/// leak, no error (rayon's global worker threads stay alive: "possibly lost" is not an error).
+#[test]
+fn c_api_under_valgrind() {
+    let Some(cc) = cc() else { return };
+    if !have("valgrind", &["--version"]) {
+        println!("SKIPPED: valgrind is not installed (apt-get install valgrind); the C API ran without it");
+        return;
+    }
+    let lib = lib_dir();
+    let tmp = tempfile::tempdir().unwrap();
+    let small = write(tmp.path(), "small.safetensors", &small_checkpoint());
+    let memcheck = [
+        "valgrind",
+        "--quiet",
+        "--error-exitcode=99",
+        "--leak-check=full",
+        "--errors-for-leak-kinds=definite",
+        "--show-leak-kinds=definite",
+    ];
+    for linkage in ["static", "shared"] {
+        let exe = tmp.path().join(format!("test_api_vg_{linkage}"));
+        let mut cmd = Command::new(&cc);
+        cmd.args(c_flags()).arg("-I").arg(root().join("include")).arg(test_api_source());
+        if linkage == "static" {
+            cmd.arg(lib.join("libbrevis.a")).args(STATIC_DEPS);
+        } else {
+            cmd.arg("-L").arg(&lib).arg("-lbrevis").arg(format!("-Wl,-rpath,{}", lib.display()));
+        }
+        run(&format!("cc ({linkage}, for valgrind)"), cmd.arg("-o").arg(&exe));
+        run_test_api(&format!("valgrind test_api {linkage}, small"), &exe, &small, tmp.path(), &["quick"], &memcheck);
+    }
+}
+
+/// The llama.cpp-style loader: maps an archive, lists its tensors, decodes each into its own
+/// aligned buffer and compares it with the original safetensors file.
+#[test]
+fn cpp_loader_example() {
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
+    if !have(&cxx, &["--version"]) {
+        println!("SKIPPED: no C++ compiler ({cxx})");
+        return;
+    }
+    let lib = lib_dir();
+    let tmp = tempfile::tempdir().unwrap();
+    let exe = tmp.path().join("loader");
+    run(
+        "c++ loader",
+        Command::new(&cxx)
+            .args(["-std=c++17", "-pthread", "-Wall", "-Wextra", "-Werror", "-O1", "-g", "-I"])
+            .arg(root().join("include"))
+            .arg(root().join("bindings/cpp/loader.cpp"))
+            .arg("-L")
+            .arg(&lib)
+            .arg("-lbrevis")
+            .arg(format!("-Wl,-rpath,{}", lib.display()))
+            .arg("-o")
+            .arg(&exe),
+    );
+    for (name, original) in [("fixture", std::fs::read(fixture()).unwrap()), ("small", small_checkpoint())] {
+        let orig = write(tmp.path(), &format!("{name}.safetensors"), &original);
+        let opts = brevis::Options { threads: 2, ..Default::default() };
+        let arc = write(tmp.path(), &format!("{name}.brv"), &brevis::compress(&original, &opts).unwrap());
+        let out = run(&format!("loader, {name}"), Command::new(&exe).arg(&arc).arg(&orig));
+        assert!(out.contains("all tensors match"), "{out}");
+    }
+}
+
+/// Every symbol the shared library exports is `brevis_`-prefixed.
+#[test]
+fn exported_symbols_are_prefixed() {
+    if !have("nm", &["--version"]) {
+        println!("SKIPPED: nm is not installed");
+        return;
+    }
+    let out = run(
+        "nm -D",
+        Command::new("nm").args(["-D", "--defined-only", "--format=posix"]).arg(lib_dir().join("libbrevis.so")),
+    );
+    let names: Vec<&str> = out.lines().filter_map(|l| l.split_whitespace().next()).collect();
+    assert!(names.contains(&"brevis_compress") && names.contains(&"brevis_archive_decode_tensor"));
+    let bad: Vec<&&str> = names.iter().filter(|n| !n.starts_with("brevis_")).collect();
+    assert!(bad.is_empty(), "exported without the brevis_ prefix: {bad:?}");
+}
