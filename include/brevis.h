@@ -276,6 +276,40 @@ int brevis_decompress_with_options(const uint8_t *src,
                                    size_t *dst_size);
 
 /**
+ * Compresses `src[0..src_size)` against the reference checkpoint `reference[0..reference_size)`
+ * (a safetensors file, or a Brevis archive of one): tensors with a match in the reference are
+ * coded against it where that is smaller. Decompressing needs the same reference
+ * (`brevis_decompress_with_ref`). Otherwise as `brevis_compress`, with the same bound.
+ *
+ * # Safety
+ * As `brevis_compress`; `reference` must be valid for `reference_size` bytes.
+ */
+int brevis_compress_with_ref(const uint8_t *src,
+                             size_t src_size,
+                             const uint8_t *reference,
+                             size_t reference_size,
+                             uint8_t *dst,
+                             size_t dst_capacity,
+                             const brevis_options *opts,
+                             size_t *dst_size);
+
+/**
+ * Decompresses an archive made against a reference, given the same reference (a safetensors
+ * file or a Brevis archive of one). A missing part, truncated or different reference fails with
+ * `BREVIS_ERROR_INVALID_ARGUMENT` and nothing useful in `dst`. Otherwise as `brevis_decompress`.
+ *
+ * # Safety
+ * As `brevis_decompress`; `reference` must be valid for `reference_size` bytes.
+ */
+int brevis_decompress_with_ref(const uint8_t *src,
+                               size_t src_size,
+                               const uint8_t *reference,
+                               size_t reference_size,
+                               uint8_t *dst,
+                               size_t dst_capacity,
+                               size_t *dst_size);
+
+/**
  * Compresses the file at `src_path` into a new archive at `dst_path` (replaced if it exists;
  * written to a temporary file in the same folder and renamed into place when complete).
  * `opts` NULL uses the defaults. The input must not be truncated by another process meanwhile.

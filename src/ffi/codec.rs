@@ -32,7 +32,11 @@ pub extern "C" fn brevis_compress_bound(src_size: usize) -> usize {
 
 /// Compresses `src` into an archive of at most `cap` bytes.
 fn compress_capped(src: &[u8], opts: &Options, cap: usize) -> Result<Vec<u8>, Status> {
-    let archive = crate::compress(src, opts)?;
+    capped(src, opts, cap, crate::compress(src, opts)?)
+}
+
+/// `archive` if it fits in `cap`, else the all-`raw` archive when that fits.
+fn capped(src: &[u8], opts: &Options, cap: usize, archive: Vec<u8>) -> Result<Vec<u8>, Status> {
     if archive.len() <= cap {
         return Ok(archive);
     }
@@ -151,6 +155,74 @@ pub unsafe extern "C" fn brevis_decompress_with_options(
             return Err(BREVIS_ERROR_DST_TOO_SMALL);
         }
         a.decompress_into(&mut dst[..n as usize], &o.decode)?;
+        *dst_size = n as usize;
+        Ok(())
+    })
+}
+
+/// Compresses `src[0..src_size)` against the reference checkpoint `reference[0..reference_size)`
+/// (a safetensors file, or a Brevis archive of one): tensors with a match in the reference are
+/// coded against it where that is smaller. Decompressing needs the same reference
+/// (`brevis_decompress_with_ref`). Otherwise as `brevis_compress`, with the same bound.
+///
+/// # Safety
+/// As `brevis_compress`; `reference` must be valid for `reference_size` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn brevis_compress_with_ref(
+    src: *const u8,
+    src_size: usize,
+    reference: *const u8,
+    reference_size: usize,
+    dst: *mut u8,
+    dst_capacity: usize,
+    opts: *const brevis_options,
+    dst_size: *mut usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY (all five): by the caller's contract.
+        let src = unsafe { in_slice(src, src_size) }?;
+        let reference = unsafe { in_slice(reference, reference_size) }?;
+        let dst = unsafe { out_slice(dst, dst_capacity) }?;
+        let dst_size = unsafe { out_ref(dst_size) }?;
+        let o = unsafe { options_or_default(opts) };
+        o.maybe_panic();
+        let archive = capped(src, &o.compress, dst.len(), crate::compress_with_ref(src, reference, &o.compress)?)?;
+        dst[..archive.len()].copy_from_slice(&archive);
+        *dst_size = archive.len();
+        Ok(())
+    })
+}
+
+/// Decompresses an archive made against a reference, given the same reference (a safetensors
+/// file or a Brevis archive of one). A missing part, truncated or different reference fails with
+/// `BREVIS_ERROR_INVALID_ARGUMENT` and nothing useful in `dst`. Otherwise as `brevis_decompress`.
+///
+/// # Safety
+/// As `brevis_decompress`; `reference` must be valid for `reference_size` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn brevis_decompress_with_ref(
+    src: *const u8,
+    src_size: usize,
+    reference: *const u8,
+    reference_size: usize,
+    dst: *mut u8,
+    dst_capacity: usize,
+    dst_size: *mut usize,
+) -> c_int {
+    guard(|| {
+        // SAFETY (all four): by the caller's contract.
+        let src = unsafe { in_slice(src, src_size) }?;
+        let reference = unsafe { in_slice(reference, reference_size) }?;
+        let dst = unsafe { out_slice(dst, dst_capacity) }?;
+        let dst_size = unsafe { out_ref(dst_size) }?;
+        let decode = crate::DecodeOptions::default();
+        let mut a = Archive::open_with_limit(src, decode.memory_limit)?;
+        a.set_reference(crate::reference::Reference::new(reference)?)?;
+        let n = a.original_size();
+        if n > dst.len() as u64 {
+            return Err(BREVIS_ERROR_DST_TOO_SMALL);
+        }
+        a.decompress_into(&mut dst[..n as usize], &decode)?;
         *dst_size = n as usize;
         Ok(())
     })
