@@ -39,7 +39,30 @@ pub fn unpack(input: &[u8], n: usize, bits: u32, mut sink: impl FnMut(u64)) -> R
         }
         return Ok(0);
     }
-    let mut r = BitReader::new(&input[..len]);
+    let data = &input[..len];
+    if bits <= 56 {
+        // Fast path: one unaligned 64-bit load per value (zero-padded past the end, where the
+        // packing left only zero bits).
+        let mask = (1u64 << bits) - 1;
+        let load = |byte: usize| -> u64 {
+            match data.get(byte..byte + 8) {
+                Some(b) => u64::from_le_bytes(b.try_into().unwrap()),
+                None => {
+                    let mut t = [0u8; 8];
+                    let rest = &data[byte.min(data.len())..];
+                    t[..rest.len()].copy_from_slice(rest);
+                    u64::from_le_bytes(t)
+                }
+            }
+        };
+        let mut bitpos = 0usize;
+        for _ in 0..n {
+            sink((load(bitpos >> 3) >> (bitpos & 7)) & mask);
+            bitpos += bits as usize;
+        }
+        return Ok(len);
+    }
+    let mut r = BitReader::new(data);
     for _ in 0..n {
         sink(r.get_wide(bits)?);
     }

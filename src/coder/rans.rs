@@ -403,12 +403,13 @@ pub fn encode(symbols: &[u16], ctx: Ctx, out: &mut Vec<u8>) {
     }
 }
 
-/// One decode-table entry: symbol, frequency and `slot - cum`.
+/// One decode-table entry: symbol, frequency - 1 and `slot - cum` (8 bytes, so a table of 2^12
+/// slots stays in L1).
 #[derive(Clone, Copy, Default)]
 struct Slot {
     sym: u16,
-    freq: u32,
-    bias: u32,
+    freq_m1: u16,
+    bias: u16,
 }
 
 /// Decodes `n` symbols from the start of `input`; returns the bytes consumed.
@@ -441,7 +442,7 @@ pub fn decode(input: &[u8], n: usize, ctx: Ctx, out: &mut Vec<u16>) -> Result<us
         let mut cum = 0u32;
         for (&s, &f) in t.syms.iter().zip(&t.freqs) {
             for j in cum..cum + f {
-                slots[j as usize] = Slot { sym: s, freq: f, bias: j - cum };
+                slots[j as usize] = Slot { sym: s, freq_m1: (f - 1) as u16, bias: (j - cum) as u16 };
             }
             cum += f;
         }
@@ -468,7 +469,23 @@ pub fn decode(input: &[u8], n: usize, ctx: Ctx, out: &mut Vec<u16>) -> Result<us
     out.reserve(n);
     let base = out.len();
     let mut wpos = 0usize;
-    for i in 0..n {
+    // One table: no context to compute, the table stays in registers and cache.
+    if k == 1 {
+        let (p, slots) = (tables[0].0, &tables[0].1[..]);
+        let mask = (1u32 << p) - 1;
+        for i in 0..n {
+            let x = &mut states[i & 3];
+            let e = slots[(*x & mask) as usize];
+            *x = (e.freq_m1 as u32 + 1) * (*x >> p) + e.bias as u32;
+            if *x < L {
+                let w = data.get(wpos..wpos + 2).ok_or_else(|| Error::corrupt("rANS: data ends early"))?;
+                *x = (*x << 16) | u16::from_le_bytes([w[0], w[1]]) as u32;
+                wpos += 2;
+            }
+            out.push(e.sym);
+        }
+    }
+    for i in (if k == 1 { n } else { 0 })..n {
         let c = if k > 1 {
             let v = match ctx {
                 Ctx::None => 0,
@@ -488,7 +505,7 @@ pub fn decode(input: &[u8], n: usize, ctx: Ctx, out: &mut Vec<u16>) -> Result<us
         let (p, slots) = &tables[c];
         let x = &mut states[i & 3];
         let e = slots[(*x & ((1 << p) - 1)) as usize];
-        *x = e.freq * (*x >> p) + e.bias;
+        *x = (e.freq_m1 as u32 + 1) * (*x >> p) + e.bias as u32;
         if *x < L {
             if wpos + 2 > data.len() {
                 return Err(Error::corrupt("rANS: data ends early"));

@@ -16,7 +16,12 @@ impl Raw {
 
     pub fn decode(&self, ty: Ty, n: usize, input: &[u8]) -> Result<Stream> {
         let mut s = Stream::with_capacity(ty, n);
-        let used = coder::unpack(input, n, ty.bits, |v| s.push(v))?;
+        let used = match &mut s.data {
+            Data::U8(d) => coder::unpack(input, n, ty.bits, |v| d.push(v as u8))?,
+            Data::U16(d) => coder::unpack(input, n, ty.bits, |v| d.push(v as u16))?,
+            Data::U32(d) => coder::unpack(input, n, ty.bits, |v| d.push(v as u32))?,
+            Data::U64(d) => coder::unpack(input, n, ty.bits, |v| d.push(v))?,
+        };
         if used != input.len() {
             return Err(Error::corrupt("raw leaf: trailing bytes"));
         }
