@@ -150,14 +150,24 @@ pub unsafe extern "C" fn brevis_decompress_with_options(
         let o = unsafe { options_or_default(opts) };
         o.maybe_panic();
         let a = Archive::open_with_limit(src, o.decode.memory_limit)?;
-        let n = a.original_size();
-        if n > dst.len() as u64 {
-            return Err(BREVIS_ERROR_DST_TOO_SMALL);
-        }
-        a.decompress_into(&mut dst[..n as usize], &o.decode)?;
-        *dst_size = n as usize;
-        Ok(())
+        decompress_archive(&a, dst, dst_size, &o.decode)
     })
+}
+
+/// Restores an opened archive into `dst`, setting `*dst_size` only on success.
+fn decompress_archive(
+    a: &Archive,
+    dst: &mut [u8],
+    dst_size: &mut usize,
+    decode: &crate::DecodeOptions,
+) -> Result<(), Status> {
+    let n = a.original_size();
+    if n > dst.len() as u64 {
+        return Err(BREVIS_ERROR_DST_TOO_SMALL);
+    }
+    a.decompress_into(&mut dst[..n as usize], decode)?;
+    *dst_size = n as usize;
+    Ok(())
 }
 
 /// Compresses `src[0..src_size)` against the reference checkpoint `reference[0..reference_size)`
@@ -218,13 +228,7 @@ pub unsafe extern "C" fn brevis_decompress_with_ref(
         let decode = crate::DecodeOptions::default();
         let mut a = Archive::open_with_limit(src, decode.memory_limit)?;
         a.set_reference(crate::reference::Reference::new(reference)?)?;
-        let n = a.original_size();
-        if n > dst.len() as u64 {
-            return Err(BREVIS_ERROR_DST_TOO_SMALL);
-        }
-        a.decompress_into(&mut dst[..n as usize], &decode)?;
-        *dst_size = n as usize;
-        Ok(())
+        decompress_archive(&a, dst, dst_size, &decode)
     })
 }
 
