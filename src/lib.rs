@@ -43,6 +43,14 @@ pub struct Options {
     pub chunk_bytes: usize,
     /// Elements of each tensor's sample on which candidate programs are compared.
     pub sample_elems: usize,
+    /// Search budget: productions evaluated per tensor (docs/SYNTHESIS.md).
+    pub budget: usize,
+    /// Deepest program the search builds (levels of transforms).
+    pub depth: usize,
+    /// The production prior that guides the search (default: learned from a sample of the input).
+    pub prior: synth::PriorSource,
+    /// Where to add search statistics (never stored in the archive).
+    pub stats: Option<std::sync::Arc<synth::SearchStats>>,
 }
 
 impl Options {
@@ -53,7 +61,15 @@ impl Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { threads: 0, chunk_bytes: 1 << 20, sample_elems: 1 << 18 }
+        Options {
+            threads: 0,
+            chunk_bytes: 1 << 20,
+            sample_elems: 1 << 18,
+            budget: synth::DEFAULT_BUDGET,
+            depth: synth::DEFAULT_DEPTH,
+            prior: synth::PriorSource::default(),
+            stats: None,
+        }
     }
 }
 
@@ -105,6 +121,22 @@ pub fn compress(input: &[u8], opts: &Options) -> Result<Vec<u8>> {
 pub fn compress_with_ref(input: &[u8], reference: &[u8], opts: &Options) -> Result<Vec<u8>> {
     let r = reference::Reference::new(reference)?;
     pool(opts.threads)?.install(|| compress_in_pool(input, &opts.clamped(), None, Some(&r)))
+}
+
+/// Learns a production prior from a checkpoint: the programs that a wider search picks on a
+/// stratified sample of its tensors (what `compress` does by default before choosing programs).
+pub fn learn_prior(input: &[u8], opts: &Options) -> Result<synth::Prior> {
+    let opts = opts.clamped();
+    pool(opts.threads)?.install(|| {
+        let jobs = plan(input, None);
+        let views: Vec<synth::TensorView> = jobs.iter().map(view).collect();
+        Ok(synth::learn_prior(&views, &|i| synth::SearchOptions {
+            chunk_elems: chunk_elems(&opts, jobs[i].word_bits) as usize,
+            sample_elems: opts.sample_elems,
+            depth: opts.depth,
+            ..synth::SearchOptions::new(0)
+        }))
+    })
 }
 
 /// A caller-supplied program for tensor `i` (None: let the chooser decide).
@@ -184,6 +216,17 @@ fn plan<'a>(input: &'a [u8], refs: Option<&'a reference::Reference>) -> Vec<Job<
     jobs
 }
 
+fn view<'b>(j: &'b Job) -> synth::TensorView<'b> {
+    synth::TensorView {
+        name: &j.name,
+        dtype: &j.dtype,
+        shape: &j.shape,
+        word_bits: j.word_bits,
+        bytes: j.bytes,
+        reference: j.reference.as_ref().map(|r| r.1),
+    }
+}
+
 fn compress_in_pool(
     input: &[u8],
     opts: &Options,
@@ -212,30 +255,35 @@ fn compress_in_pool(
         })
         .collect();
 
+    // The production prior: learned from a sample of the tensors that are not duplicates.
+    let search_opts = |j: &Job, prior: std::sync::Arc<synth::Prior>| synth::SearchOptions {
+        chunk_elems: chunk_elems(opts, j.word_bits) as usize,
+        sample_elems: opts.sample_elems,
+        budget: opts.budget,
+        depth: opts.depth,
+        prior,
+        stats: opts.stats.clone(),
+    };
+    let unique: Vec<&Job> = jobs.iter().zip(&dup_of).filter(|(_, d)| d.is_none()).map(|(j, _)| j).collect();
+    let uniform = std::sync::Arc::new(synth::Prior::uniform());
+    let prior = synth::resolve_prior(&opts.prior, &unique.iter().map(|j| view(j)).collect::<Vec<_>>(), &|i| {
+        search_opts(unique[i], uniform.clone())
+    });
+
     // One program per tensor: imposed, a copy of a duplicate, or chosen.
     let chosen: Vec<(dsl::Node, bool, u64)> = jobs
         .par_iter()
         .zip(&dup_of)
         .enumerate()
         .map(|(i, (j, dup))| {
-            let view = synth::TensorView {
-                dtype: &j.dtype,
-                shape: &j.shape,
-                word_bits: j.word_bits,
-                bytes: j.bytes,
-                reference: j.reference.as_ref().map(|r| r.1),
-            };
+            let view = view(j);
             if let Some(p) = forced.and_then(|f| f(i, &view)) {
                 return (p, true, 0);
             }
             if let Some(k) = dup {
                 return (dsl::build::copy(*k as u32), true, 0);
             }
-            let so = synth::SearchOptions {
-                chunk_elems: chunk_elems(opts, j.word_bits) as usize,
-                sample_elems: opts.sample_elems,
-            };
-            let c = synth::choose(&view, &so);
+            let c = synth::choose(&view, &search_opts(j, prior.clone()));
             (c.program, false, c.standalone_estimate)
         })
         .collect();

@@ -52,6 +52,27 @@ enum Cmd {
         #[arg(long = "ref", value_name = "BASE")]
         reference: Option<PathBuf>,
         #[command(flatten)]
+        search: SearchArgs,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Learn a production prior from checkpoints, to reuse with `compress --prior`.
+    Prior {
+        #[command(subcommand)]
+        cmd: PriorCmd,
+    },
+    /// Measure the search: total size and compression time against the budget, with the
+    /// learned prior and with the uniform prior over the same productions.
+    Bench {
+        /// The search benchmark (the only one so far).
+        #[arg(long, required = true)]
+        search: bool,
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Budgets to measure (expansions per tensor).
+        #[arg(long, value_delimiter = ',', default_value = "1,4,16,64,256")]
+        budgets: Vec<usize>,
+        #[command(flatten)]
         common: Common,
     },
     /// Restore the original file from an archive.
@@ -77,6 +98,56 @@ enum Cmd {
         /// The reference the archive was made against.
         #[arg(long = "ref", value_name = "BASE")]
         reference: Option<PathBuf>,
+    },
+}
+
+/// How the search for each tensor's program runs (never stored in the archive).
+#[derive(Args, Clone)]
+struct SearchArgs {
+    /// Productions evaluated per tensor by the search.
+    #[arg(long, default_value_t = brevis::synth::DEFAULT_BUDGET)]
+    budget: usize,
+    /// Deepest program the search builds (levels of transforms).
+    #[arg(long, default_value_t = brevis::synth::DEFAULT_DEPTH)]
+    depth: usize,
+    /// Production prior: a JSON file from `brevis prior learn`, `uniform`, or `learn` (the
+    /// default: learned from a sample of the input).
+    #[arg(long, value_name = "FILE|uniform|learn")]
+    prior: Option<String>,
+    /// Print search statistics (expansions, pruned nodes, time); also shown by -v.
+    #[arg(long)]
+    stats: bool,
+}
+
+impl SearchArgs {
+    fn prior(&self) -> Result<brevis::synth::PriorSource, String> {
+        use brevis::synth::PriorSource;
+        Ok(match self.prior.as_deref() {
+            None | Some("learn") => PriorSource::Learn,
+            Some("uniform") => PriorSource::Uniform,
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?;
+                PriorSource::Given(std::sync::Arc::new(
+                    brevis::synth::Prior::from_json(&text).map_err(|e| format!("{path}: {e}"))?,
+                ))
+            }
+        })
+    }
+}
+
+#[derive(Subcommand)]
+enum PriorCmd {
+    /// Search a sample of the tensors of FILES widely and count the productions that win.
+    Learn {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Where to write the prior (JSON).
+        #[arg(short, long)]
+        output: PathBuf,
+        #[arg(short, long)]
+        force: bool,
+        #[command(flatten)]
+        common: Common,
     },
 }
 
@@ -180,7 +251,7 @@ fn mb(n: u64) -> String {
 
 fn run(cli: Cli) -> Result<ExitCode, String> {
     match cli.cmd {
-        Cmd::Compress { input, output, force, chunk_size, reference, common } => {
+        Cmd::Compress { input, output, force, chunk_size, reference, search, common } => {
             let out = output.unwrap_or_else(|| {
                 let mut s = input.clone().into_os_string();
                 s.push(".brv");
@@ -195,7 +266,19 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 eprint!("brevis: compressing {} ({})...\r", input.display(), mb(data.len() as u64));
             }
             let t0 = Instant::now();
-            let opts = brevis::Options { threads: common.threads, chunk_bytes: chunk_size, ..Default::default() };
+            if search.budget == 0 {
+                return Err("--budget must be positive".into());
+            }
+            let stats = (search.stats || common.verbose).then(|| std::sync::Arc::new(Default::default()));
+            let opts = brevis::Options {
+                threads: common.threads,
+                chunk_bytes: chunk_size,
+                budget: search.budget,
+                depth: search.depth,
+                prior: search.prior()?,
+                stats: stats.clone(),
+                ..Default::default()
+            };
             let archive = match &reference {
                 Some(r) => brevis::compress_with_ref(&data, &read_input(r)?, &opts),
                 None => brevis::compress(&data, &opts),
@@ -204,6 +287,10 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             write_atomic(&out, force, &archive)?;
             if common.verbose {
                 print_programs(&archive)?;
+            }
+            if let (Some(st), false) = (&stats, common.quiet) {
+                let st: &brevis::synth::SearchStats = st;
+                eprintln!("{}", st.summary());
             }
             if !common.quiet {
                 let pct = if data.is_empty() { 0.0 } else { 100.0 * archive.len() as f64 / data.len() as f64 };
@@ -245,6 +332,60 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                     t0.elapsed().as_secs_f64(),
                     out.display()
                 );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Prior { cmd: PriorCmd::Learn { files, output, force, common } } => {
+            if output.exists() && !force {
+                return Err(format!("{} already exists; use -f to overwrite", output.display()));
+            }
+            let t0 = Instant::now();
+            let mut prior = brevis::synth::Prior::uniform();
+            for f in &files {
+                let data = read_input(f)?;
+                let p = brevis::learn_prior(&data, &brevis::Options { threads: common.threads, ..Default::default() })
+                    .map_err(|e| format!("{}: {e}", f.display()))?;
+                prior.merge(&p);
+            }
+            write_atomic(&output, force, prior.to_json().as_bytes())?;
+            if !common.quiet {
+                eprintln!(
+                    "prior from {} tensors of {} files, {} (context, production) pairs, in {:.2} s => {}",
+                    prior.tensors,
+                    files.len(),
+                    prior.len(),
+                    t0.elapsed().as_secs_f64(),
+                    output.display()
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Bench { search: _, files, budgets, common } => {
+            let inputs: Vec<Input> = files.iter().map(|f| read_input(f)).collect::<Result<_, _>>()?;
+            let total: u64 = inputs.iter().map(|d| d.len() as u64).sum();
+            println!("{} files, {} bytes; sizes as % of the original, times in seconds", files.len(), total);
+            println!("\n| budget | learned prior | time | uniform prior | time |\n|---|---|---|---|---|");
+            for &b in &budgets {
+                if b == 0 {
+                    return Err("budgets must be positive".into());
+                }
+                let mut row = format!("| {b} |");
+                for prior in [brevis::synth::PriorSource::Learn, brevis::synth::PriorSource::Uniform] {
+                    let opts = brevis::Options { threads: common.threads, budget: b, prior, ..Default::default() };
+                    let t0 = Instant::now();
+                    let mut size = 0u64;
+                    for (f, d) in files.iter().zip(&inputs) {
+                        let a = brevis::compress(d, &opts).map_err(|e| format!("{}: {e}", f.display()))?;
+                        if common.verbose {
+                            eprintln!("budget {b} {:?}: {} {}", opts.prior, f.display(), a.len());
+                        }
+                        size += a.len() as u64;
+                    }
+                    let pct = 100.0 * size as f64 / total.max(1) as f64;
+                    row += &format!(" {pct:.3}% ({size}) | {:.1} |", t0.elapsed().as_secs_f64());
+                }
+                println!("{row}");
+                let _ = std::io::stdout().flush();
             }
             Ok(ExitCode::SUCCESS)
         }

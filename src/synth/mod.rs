@@ -1,18 +1,41 @@
-//! The chooser: for each tensor, enumerate candidate programs from the DSL's productions for its
-//! type, run each on a sample of the tensor, and keep the smallest by exact encoded size.
+//! Synthesis: for each tensor, a bounded A* search over DSL programs, guided by a production
+//! prior, keeps the program that is smallest by exact encoded size. See docs/SYNTHESIS.md.
 //!
-//! Candidates are built from the same productions a search enumerates (transform, then a leaf
-//! per output stream), so the bounded search of the synthesis issue can replace `candidates`
-//! without touching the operators.
+//! - `grammar`: the productions that fill a typed hole, and how each applies to a sample stream;
+//! - `search`: A* over partial programs (g = exact bytes decided, h = estimate of open holes,
+//!   priority + tau * -log2 P), bounded by a budget of expansions and a depth;
+//! - `prior`: P(production | hole width, parent, dtype, rank, size, role), with backoff, as JSON;
+//! - `features`: the tensor features the prior conditions on.
+//!
+//! `choose` runs the search on a small sample of the tensor (the *screen*), then compares its
+//! best few programs by exact encoded size on the larger sample. `learn_prior` learns a prior
+//! from the programs that a wider search picks on a stratified sample of the tensors.
+//! Nothing the search does is stored in the archive, and the prior is never needed to decode.
+
+pub mod features;
+pub mod grammar;
+#[doc(hidden)]
+pub mod legacy;
+pub mod prior;
+pub mod search;
+
+pub use legacy::candidates;
+pub use prior::Prior;
 
 use crate::dsl::build::*;
 use crate::dsl::ops::gen::{Arange, Const};
-use crate::dsl::ops::maps::Map;
-use crate::dsl::{Node, Stream, Ty};
+use crate::dsl::{Node, Op, Stream, Ty};
 use crate::tensor::DType;
+use features::Features;
+use grammar::TensorCtx;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
 
 /// What the chooser knows about a tensor.
+#[derive(Clone, Copy)]
 pub struct TensorView<'a> {
+    /// The tensor's name (only generic words in it are used, to guess its role).
+    pub name: &'a str,
     pub dtype: &'a DType,
     pub shape: &'a [u64],
     pub word_bits: u32,
@@ -29,150 +52,175 @@ pub struct Choice {
     pub standalone_estimate: u64,
 }
 
+/// Expansions per tensor by default (see docs/SYNTHESIS.md for how it was chosen).
+pub const DEFAULT_BUDGET: usize = 64;
+/// Deepest program by default (levels of transforms above a leaf).
+pub const DEFAULT_DEPTH: usize = 4;
+/// Budget of the wider search that learns the prior.
+pub const LEARN_BUDGET: usize = 256;
+/// Share of each (dtype, role) stratum whose programs the prior is learned from.
+pub const LEARN_SHARE: f64 = 0.04;
+/// Tensors of each stratum the prior is learned from, at least (when the stratum has them).
+pub const LEARN_MIN_PER_STRATUM: usize = 2;
+/// Tensors smaller than this (elements) are not used to learn the prior.
+pub const LEARN_MIN_ELEMS: usize = 256;
+
+/// Which production prior guides the search.
+#[derive(Clone, Debug, Default)]
+pub enum PriorSource {
+    /// Learned from a stratified sample of the input's tensors (the default).
+    #[default]
+    Learn,
+    /// Every production that applies is equally likely.
+    Uniform,
+    /// A prior learned elsewhere (`brevis prior learn`).
+    Given(Arc<Prior>),
+}
+
+/// Search statistics summed over tensors (never stored in the archive).
+#[derive(Debug, Default)]
+pub struct SearchStats {
+    pub tensors: AtomicU64,
+    pub expansions: AtomicU64,
+    pub pops: AtomicU64,
+    pub pruned_prior: AtomicU64,
+    pub pruned_bound: AtomicU64,
+    pub pruned_dominated: AtomicU64,
+    pub programs: AtomicU64,
+    pub exhausted: AtomicU64,
+    /// Re-encodings of finalists on the full sample.
+    pub finalists: AtomicU64,
+    /// Thread time spent choosing programs, in nanoseconds.
+    pub search_ns: AtomicU64,
+    /// Tensors searched (wider) to learn the prior, and the wall time it took.
+    pub learn_tensors: AtomicU64,
+    pub learn_ns: AtomicU64,
+    /// Size of the prior used (context, production) pairs at the finest level.
+    pub prior_entries: AtomicU64,
+}
+
+impl SearchStats {
+    fn add(&self, c: &search::Counters) {
+        self.tensors.fetch_add(1, Relaxed);
+        self.expansions.fetch_add(c.expansions, Relaxed);
+        self.pops.fetch_add(c.pops, Relaxed);
+        self.pruned_prior.fetch_add(c.pruned_prior, Relaxed);
+        self.pruned_bound.fetch_add(c.pruned_bound, Relaxed);
+        self.pruned_dominated.fetch_add(c.pruned_dominated, Relaxed);
+        self.programs.fetch_add(c.programs, Relaxed);
+        self.exhausted.fetch_add(c.exhausted, Relaxed);
+    }
+
+    /// A few lines for `brevis compress -v`.
+    pub fn summary(&self) -> String {
+        let g = |a: &AtomicU64| a.load(Relaxed);
+        let t = g(&self.tensors).max(1);
+        format!(
+            "search: {} tensors searched, {} expansions ({:.1}/tensor), {} frontier pops, {} complete programs, \
+             {} stopped by the budget\n\
+             pruned: {} productions by the prior, {} states by the bound, {} dominated states; \
+             {} finalists re-coded on the full sample\n\
+             prior: {} tensors searched to learn it ({:.2} s), {} (context, production) pairs; \
+             search time {:.2} s (all threads)",
+            g(&self.tensors),
+            g(&self.expansions),
+            g(&self.expansions) as f64 / t as f64,
+            g(&self.pops),
+            g(&self.programs),
+            g(&self.exhausted),
+            g(&self.pruned_prior),
+            g(&self.pruned_bound),
+            g(&self.pruned_dominated),
+            g(&self.finalists),
+            g(&self.learn_tensors),
+            g(&self.learn_ns) as f64 / 1e9,
+            g(&self.prior_entries),
+            g(&self.search_ns) as f64 / 1e9,
+        )
+    }
+}
+
 /// Search settings (never stored in the archive).
 #[derive(Clone, Debug)]
 pub struct SearchOptions {
     /// Elements per chunk.
     pub chunk_elems: usize,
-    /// Elements of the sample on which candidates are compared.
+    /// Elements of the sample on which the best programs are compared exactly.
     pub sample_elems: usize,
+    /// Expansions (productions evaluated) per tensor.
+    pub budget: usize,
+    /// Deepest program (levels of transforms).
+    pub depth: usize,
+    pub prior: Arc<Prior>,
+    pub stats: Option<Arc<SearchStats>>,
 }
 
-/// Elements per output channel: the product of the dimensions after the first, when the
-/// tensor has more than one channel. Scales differ most between channels, so the word one
-/// channel back is the best context for an exponent.
-fn channel_len(shape: &[u64]) -> Option<u64> {
-    match shape {
-        [c, rest @ ..] if *c > 1 && !rest.is_empty() => {
-            let l: u64 = rest.iter().product();
-            (l > 1).then_some(l)
+impl SearchOptions {
+    /// Default search settings for a tensor with `chunk_elems` elements per chunk.
+    pub fn new(chunk_elems: usize) -> SearchOptions {
+        SearchOptions {
+            chunk_elems,
+            sample_elems: 1 << 18,
+            budget: DEFAULT_BUDGET,
+            depth: DEFAULT_DEPTH,
+            prior: Arc::new(Prior::uniform()),
+            stats: None,
         }
+    }
+}
+
+/// The features of a tensor that the prior conditions on.
+fn features_of(t: &TensorView) -> Features {
+    let elems = t.bytes.len() / (t.word_bits as usize / 8).max(1);
+    let has_ref = t.reference.is_some_and(|r| r.len() == t.bytes.len());
+    Features::new(t.name, t.dtype, t.shape, elems, has_ref)
+}
+
+/// The productions' view of a tensor.
+fn tensor_ctx(t: &TensorView, depth: usize, has_ref: bool) -> TensorCtx {
+    let w = t.word_bits;
+    let elems = t.bytes.len() / (w as usize / 8).max(1);
+    let float = t.dtype.float_layout().filter(|(e, m)| 1 + e + m == w);
+    let channel = legacy::channel_len(t.shape);
+    let row = match t.shape {
+        [.., r] if t.shape.len() >= 2 && *r > 1 && Some(*r) != channel => Some(*r),
         _ => None,
-    }
-}
-
-/// Contexts worth trying for a symbol stream: none, the previous word, the word one channel back.
-fn heads(shape: &[u64]) -> Vec<Node> {
-    let mut v = vec![rans(), rans_prev()];
-    if let Some(c) = channel_len(shape) {
-        v.push(rans_back(c));
-    }
-    v
-}
-
-/// Leaves for the low mantissa bits: raw, or coded (they may be structured: constant,
-/// rounded, few values); wide ones as byte planes.
-fn low_leaves(lo: u32) -> Vec<Node> {
-    match lo {
-        0 => vec![raw()],
-        1..=16 => vec![raw(), rans()],
-        _ => {
-            let planes = lo.div_ceil(8) as usize;
-            vec![raw(), byteplanes(vec![rans(); planes])]
-        }
-    }
-}
-
-/// Programs for a float dtype with `e` exponent and `m` mantissa bits.
-fn float_candidates(e: u32, m: u32, w: u32, shape: &[u64]) -> Vec<Node> {
-    let ks: Vec<u32> = match w {
-        8 => (0..=m).collect(),
-        16 if e == 8 => vec![1, 2],
-        16 => vec![2, 3],
-        _ => vec![2],
     };
-    let mut out = Vec::new();
-    for k in ks {
-        for head in heads(shape) {
-            for lo in low_leaves(m - k) {
-                out.push(fields(e, m, k, [head.clone(), raw(), lo]));
+    let ref_ctx = has_ref.then(|| {
+        if w <= 16 {
+            match float {
+                Some((e, m)) => (m as u8, e as u8),
+                None => (w as u8 / 2, w as u8 / 2),
+            }
+        } else {
+            match float {
+                Some((e, m)) if e <= 16 => (m as u8, e as u8),
+                _ => ((w - 8) as u8, 8),
             }
         }
+    });
+    TensorCtx {
+        features: Features::new(t.name, t.dtype, t.shape, elems, has_ref),
+        float,
+        signed: t.dtype.is_signed_int() && t.dtype.bits() == Some(w),
+        channel,
+        row,
+        ref_ctx,
+        zstd_level: if t.bytes.len() <= 1 << 20 { 19 } else { 9 },
+        max_depth: depth,
     }
-    out
 }
 
-/// Byte planes of a `w`-bit word, most significant first; `ctx` gives each lower plane the
-/// plane above as context.
-fn planes_program(w: u32, first: Node, ctx: bool) -> Node {
-    let p = w.div_ceil(8) as usize;
-    byteplanes(
-        (0..p)
-            .map(|j| {
-                if j == 0 {
-                    first.clone()
-                } else if ctx {
-                    rans_side(j as u8 - 1)
-                } else {
-                    rans()
-                }
-            })
-            .collect(),
-    )
-}
-
-/// All candidate programs for a tensor (generators are handled by `choose`).
-pub fn candidates(t: &TensorView) -> Vec<Node> {
-    let w = t.word_bits;
-    let mut out = vec![raw()];
-    if w <= 16 {
-        out.push(rans());
-        out.push(rans_prev());
-    }
-    if let Some((e, m)) = t.dtype.float_layout() {
-        if 1 + e + m == w {
-            out.extend(float_candidates(e, m, w, t.shape));
-        }
-    }
-    if w >= 16 {
-        out.push(planes_program(w, rans(), false));
-        out.push(planes_program(w, rans(), true));
-        out.push(dict(raw(), rans()));
-        out.push(dict(raw(), rans_prev()));
-        if t.dtype.float_layout().is_none() {
-            // Integers: differences, zigzag, then planes.
-            out.push(delta(1, map(Map::ZigZag, planes_program(w, rans(), false))));
-        }
-    }
-    let level = if t.bytes.len() <= 1 << 20 { 19 } else { 9 };
-    out.push(zstd(level));
-    out
-}
-
-/// Programs that read the reference, for a tensor with a match in it.
-fn reference_candidates(t: &TensorView) -> Vec<Node> {
-    let w = t.word_bits;
-    let mut out = vec![copyref()];
-    if w <= 16 {
-        // How far a weight moves depends on its magnitude: condition on the reference's exponent.
-        let (shift, bits) = match t.dtype.float_layout() {
-            Some((e, m)) if 1 + e + m == w => (m as u8, e as u8),
-            _ => (w as u8 / 2, w as u8 / 2),
-        };
-        out.push(subref(rans_ref(shift, bits)));
-        out.push(subref(rans()));
-        out.push(xorref(rans_ref(shift, bits)));
-        out.push(xorref(rans()));
-    } else {
-        let (shift, bits) = match t.dtype.float_layout() {
-            Some((e, m)) if 1 + e + m == w && e <= 16 => (m as u8, e as u8),
-            _ => ((w - 8) as u8, 8),
-        };
-        let planes = |head: Node| {
-            let p = w.div_ceil(8) as usize;
-            byteplanes((0..p).map(|j| if j == 0 { head.clone() } else { rans_side(j as u8 - 1) }).collect())
-        };
-        out.push(subref(planes(rans_ref(shift, bits))));
-        out.push(xorref(planes(rans_ref(shift, bits))));
-    }
-    out
-}
-
-/// Picks the program for a tensor: a generator if one fits the whole tensor, else the smallest
-/// candidate. Candidates are first ranked on a small sample; the best few are then compared by
-/// exact encoded size on the full sample (the whole tensor when it fits in one chunk).
+/// Picks the program for a tensor: a generator if one fits the whole tensor, else the search's
+/// best program by exact encoded size on the sample.
 pub fn choose(t: &TensorView, opts: &SearchOptions) -> Choice {
-    let plain = |program| Choice { program, standalone_estimate: 0 };
+    choose_traced(t, opts).0
+}
+
+/// `choose`, also returning the winner's derivation (for learning a prior).
+fn choose_traced(t: &TensorView, opts: &SearchOptions) -> (Choice, Vec<(u32, String, String)>) {
+    let started = std::time::Instant::now();
+    let plain = |program| (Choice { program, standalone_estimate: 0 }, Vec::new());
     let ty = Ty::u(t.word_bits);
     let whole = match Stream::from_le_bytes(ty, t.bytes) {
         Ok(s) => s,
@@ -188,56 +236,135 @@ pub fn choose(t: &TensorView, opts: &SearchOptions) -> Choice {
         return plain(arange(a.start, a.step));
     }
     let reference = t.reference.and_then(|b| Stream::from_le_bytes(ty, b).ok()).filter(|r| r.len() == whole.len());
-    let want = opts.sample_elems.min(opts.chunk_elems);
+    let want = opts.sample_elems.min(opts.chunk_elems).max(1);
     let positions = sample_positions(whole.len(), want);
     let sample = pick(&whole, &positions);
-    let rsample = reference.as_ref().map(|r| pick(r, &positions));
-    let screen_pos = sample_positions(sample.len(), SCREEN_ELEMS);
-    let screen = pick(&sample, &screen_pos);
-    let rscreen = rsample.as_ref().map(|r| pick(r, &screen_pos));
+    if reference.as_ref() == Some(&whole) {
+        // The reference holds this very tensor: copy it, and measure the best standalone program
+        // so that `inspect` can say what the copy saves.
+        let alone = TensorView { reference: None, ..*t };
+        let program = choose(&alone, opts).program;
+        let mut buf = Vec::new();
+        let bytes = match program.encode(&sample, &[], &mut buf) {
+            Ok(()) => buf.len(),
+            Err(_) => t.bytes.len(),
+        };
+        let estimate = (bytes as f64 * whole.len() as f64 / sample.len() as f64) as u64;
+        return (Choice { program: copyref(), standalone_estimate: estimate }, Vec::new());
+    }
+    let (rsample, screen, rscreen) = screens(&sample, &positions, reference.as_ref());
+    let tctx = tensor_ctx(t, opts.depth, reference.is_some());
+    let mut s = search::Search::new(&tctx, &opts.prior, screen.clone(), rscreen);
+    s.run(opts.budget);
+    let found = s.results(FINALISTS, true);
+    if let Some(st) = &opts.stats {
+        st.add(&s.counters);
+    }
+    drop(s);
 
-    let mut cands = candidates(t);
-    if reference.is_some() {
-        cands.extend(reference_candidates(t));
-    }
-    let mut ranked = rank(cands, &screen, rscreen.as_ref());
-    if sample.len() > screen.len() {
-        ranked.truncate(FINALISTS);
-        // Keep the best standalone program among the finalists, to measure what the reference saves.
-        if let Some(alone) = rank(candidates(t), &screen, None).into_iter().next() {
-            if !ranked.iter().any(|r| r.1 == alone.1) {
-                ranked.push(alone);
-            }
+    // Exact sizes on the full sample (already exact when the screen is the whole sample).
+    let mut ranked: Vec<(usize, usize)> = if sample.len() > screen.len() || found.iter().any(|f| !f.exact) {
+        if let Some(st) = &opts.stats {
+            st.finalists.fetch_add(found.len() as u64, Relaxed);
         }
-        ranked = rank(ranked.into_iter().map(|r| r.1).collect(), &sample, rsample.as_ref());
-    }
+        rank(found.iter().map(|f| &f.program).collect(), &sample, rsample.as_ref())
+    } else {
+        found.iter().enumerate().map(|(i, f)| (f.bytes, i)).collect()
+    };
+    ranked.sort();
     let scale = |bytes: usize| (bytes as f64 * whole.len() as f64 / sample.len() as f64) as u64;
-    let alone = ranked.iter().find(|r| !r.1.uses_reference()).map(|r| scale(r.0)).unwrap_or(t.bytes.len() as u64);
-    match ranked.into_iter().next() {
-        Some((_, program)) => Choice { standalone_estimate: if program.uses_reference() { alone } else { 0 }, program },
+    let alone = ranked
+        .iter()
+        .find(|r| !found[r.1].program.uses_reference())
+        .map(|r| scale(r.0))
+        .unwrap_or(t.bytes.len() as u64);
+    let winner =
+        ranked.iter().find(|r| applies_whole(&found[r.1].program, &whole, reference.as_ref(), opts.chunk_elems));
+    if let Some(st) = &opts.stats {
+        st.search_ns.fetch_add(started.elapsed().as_nanos() as u64, Relaxed);
+    }
+    match winner {
+        Some(&(_, i)) => {
+            let f = &found[i];
+            let standalone_estimate = if f.program.uses_reference() { alone } else { 0 };
+            (Choice { program: f.program.clone(), standalone_estimate }, f.derivation.clone())
+        }
         None => plain(raw()),
     }
 }
 
-/// Elements of the screening sample.
-const SCREEN_ELEMS: usize = 1 << 15;
-/// Candidates kept from screening for the exact comparison.
-const FINALISTS: usize = 3;
+/// The reference's sample at `positions`, the screen (a smaller sample of `sample`, on which the
+/// search runs) and the reference's screen.
+fn screens(
+    sample: &Stream,
+    positions: &[std::ops::Range<usize>],
+    reference: Option<&Stream>,
+) -> (Option<Stream>, Stream, Option<Stream>) {
+    let rsample = reference.map(|r| pick(r, positions));
+    let screen_pos = sample_positions(sample.len(), SCREEN_ELEMS);
+    let screen = pick(sample, &screen_pos);
+    let rscreen = rsample.as_ref().map(|r| pick(r, &screen_pos));
+    (rsample, screen, rscreen)
+}
 
-/// Exact encoded sizes on `sample`, smallest first (ties keep the candidate order, so the
-/// result does not depend on the thread count). Inapplicable candidates are dropped.
-fn rank(cands: Vec<Node>, sample: &Stream, reference: Option<&Stream>) -> Vec<(usize, Node)> {
+/// Elements of the screening sample, on which the search runs.
+pub const SCREEN_ELEMS: usize = 1 << 15;
+/// Programs kept from the search for the exact comparison (plus the best standalone one).
+pub const FINALISTS: usize = 4;
+
+/// Exact encoded sizes on `sample` of the programs that apply, as (size, position).
+fn rank(cands: Vec<&Node>, sample: &Stream, reference: Option<&Stream>) -> Vec<(usize, usize)> {
     use rayon::prelude::*;
-    let mut sized: Vec<(usize, usize, Node)> = cands
+    cands
         .into_par_iter()
         .enumerate()
         .filter_map(|(i, c)| {
             let mut buf = Vec::new();
-            c.encode_with(sample, &[], reference, &mut buf).ok().map(|_| (buf.len(), i, c))
+            c.encode_with(sample, &[], reference, &mut buf).ok().map(|_| (buf.len(), i))
         })
-        .collect();
-    sized.sort_by_key(|s| (s.0, s.1));
-    sized.into_iter().map(|s| (s.0, s.2)).collect()
+        .collect()
+}
+
+/// Whether a program whose applicability depends on the data (a constant below the root, a
+/// dictionary) applies to every chunk of the whole tensor, not just to the sample.
+fn applies_whole(p: &Node, whole: &Stream, reference: Option<&Stream>, chunk_elems: usize) -> bool {
+    if !search::data_dependent(p, true) {
+        return true;
+    }
+    let step = chunk_elems.max(1);
+    (0..whole.len()).step_by(step).all(|s| {
+        let r = s..(s + step).min(whole.len());
+        let x = pick(whole, std::slice::from_ref(&r));
+        let rr = reference.map(|f| pick(f, std::slice::from_ref(&r)));
+        applies(p, &x, rr.as_ref())
+    })
+}
+
+/// Runs the transforms of `p` forward over `x` and checks constants and dictionaries.
+fn applies(p: &Node, x: &Stream, reference: Option<&Stream>) -> bool {
+    let parts = match &p.op {
+        Op::Const(c) => return x.iter().all(|v| v == c.value),
+        _ if p.children.is_empty() => return true,
+        Op::Dict(d) => match d.forward(x, &mut Vec::new()) {
+            Some(parts) => parts,
+            None => return false,
+        },
+        Op::Fields(f) => f.forward(x),
+        Op::BytePlanes(b) => b.forward(x),
+        Op::BitPlanes(b) => b.forward(x),
+        Op::Scan(s) => vec![s.forward(x)],
+        Op::Map(m) => vec![m.apply(x, false)],
+        Op::Ref(r) => match reference {
+            Some(rs) => vec![r.forward(x, rs)],
+            None => return false,
+        },
+        _ => {
+            // Other transforms: let the encoder decide.
+            let mut buf = Vec::new();
+            return p.encode_with(x, &[], reference, &mut buf).is_ok();
+        }
+    };
+    p.children.len() == parts.len() && p.children.iter().zip(&parts).all(|(c, s)| applies(c, s, reference))
 }
 
 /// Up to `want` positions: all of them when the stream is short enough, else four evenly spaced
@@ -259,4 +386,168 @@ fn pick(x: &Stream, positions: &[std::ops::Range<usize>]) -> Stream {
         }
     }
     s
+}
+
+/// The tensors a prior is learned from: in each (dtype, role) stratum, `LEARN_SHARE` of the
+/// tensors of at least `LEARN_MIN_ELEMS` elements (at least `LEARN_MIN_PER_STRATUM`), evenly
+/// spaced in file order.
+pub fn learning_sample(tensors: &[TensorView]) -> Vec<usize> {
+    let mut strata: std::collections::BTreeMap<(String, features::Role), Vec<usize>> = Default::default();
+    for (i, t) in tensors.iter().enumerate() {
+        let elems = t.bytes.len() / (t.word_bits as usize / 8).max(1);
+        if elems < LEARN_MIN_ELEMS {
+            continue;
+        }
+        strata.entry((features_of(t).dtype, features::role_of(t.name))).or_default().push(i);
+    }
+    let mut picked = Vec::new();
+    for members in strata.values() {
+        let k = ((members.len() as f64 * LEARN_SHARE).round() as usize).max(LEARN_MIN_PER_STRATUM).min(members.len());
+        for j in 0..k {
+            picked.push(members[(2 * j + 1) * members.len() / (2 * k)]);
+        }
+    }
+    picked.sort_unstable();
+    picked
+}
+
+/// Learns a prior: a wider search (budget `LEARN_BUDGET`, uniform prior) on the tensors of
+/// `learning_sample`, counting every production of each winning program in its context.
+/// `opts(i)` gives the search options of tensor `i`. Deterministic whatever the thread count.
+pub fn learn_prior(tensors: &[TensorView], opts: &(dyn Fn(usize) -> SearchOptions + Sync)) -> Prior {
+    use rayon::prelude::*;
+    let started = std::time::Instant::now();
+    let picked = learning_sample(tensors);
+    let uniform = Arc::new(Prior::uniform());
+    let derivations: Vec<(usize, Vec<(f64, Derivation)>)> = picked
+        .par_iter()
+        .map(|&i| {
+            let o = SearchOptions { budget: LEARN_BUDGET, prior: uniform.clone(), stats: None, ..opts(i) };
+            (i, learn_one(&tensors[i], &o))
+        })
+        .collect();
+    let mut prior = Prior::uniform();
+    for (i, programs) in &derivations {
+        let t = &tensors[*i];
+        let f = features_of(t);
+        for (weight, d) in programs {
+            for (bits, parent, label) in d {
+                prior.observe(&prior::Context { bits: *bits, parent, features: &f }, label, *weight);
+            }
+        }
+        if !programs.is_empty() {
+            prior.tensors += 1;
+        }
+    }
+    if let Some(st) = picked.first().and_then(|&i| opts(i).stats) {
+        st.learn_tensors.fetch_add(picked.len() as u64, Relaxed);
+        st.learn_ns.fetch_add(started.elapsed().as_nanos() as u64, Relaxed);
+        st.prior_entries.store(prior.len() as u64, Relaxed);
+    }
+    prior
+}
+
+/// (hole width, parent context, label) of each production of a program.
+type Derivation = Vec<(u32, String, String)>;
+
+/// Programs within a few percent of the best count for learning, with weight
+/// `exp(-(size - best) / (LEARN_TEMPERATURE * best))` (the weights of a tensor sum to 1).
+pub const LEARN_TEMPERATURE: f64 = 0.01;
+/// Programs per tensor that may count for learning.
+const LEARN_PROGRAMS: usize = 16;
+
+/// The wider search on one tensor: its best programs on the screen, with learning weights.
+fn learn_one(t: &TensorView, opts: &SearchOptions) -> Vec<(f64, Derivation)> {
+    let ty = Ty::u(t.word_bits);
+    let Ok(whole) = Stream::from_le_bytes(ty, t.bytes) else { return Vec::new() };
+    if whole.is_empty() || Const::fits(&whole).is_some() || Arange::fits(&whole).is_some() {
+        return Vec::new();
+    }
+    let reference = t.reference.and_then(|b| Stream::from_le_bytes(ty, b).ok()).filter(|r| r.len() == whole.len());
+    if reference.as_ref() == Some(&whole) {
+        return Vec::new();
+    }
+    let want = opts.sample_elems.min(opts.chunk_elems).max(1);
+    let positions = sample_positions(whole.len(), want);
+    let sample = pick(&whole, &positions);
+    let (rsample, screen, rscreen) = screens(&sample, &positions, reference.as_ref());
+    let tctx = tensor_ctx(t, opts.depth, reference.is_some());
+    let mut s = search::Search::new(&tctx, &opts.prior, screen.clone(), rscreen);
+    s.run(opts.budget);
+    let found = s.results(LEARN_PROGRAMS, false);
+    drop(s);
+    // The weights come from exact sizes on the full sample: the screen favours small tables.
+    let sized: Vec<(usize, usize)> = if sample.len() > screen.len() || found.iter().any(|f| !f.exact) {
+        rank(found.iter().map(|f| &f.program).collect(), &sample, rsample.as_ref())
+    } else {
+        found.iter().enumerate().map(|(i, f)| (f.bytes, i)).collect()
+    };
+    let Some(best) = sized.iter().map(|s| s.0).min() else { return Vec::new() };
+    let w: Vec<(f64, usize)> = sized
+        .iter()
+        .map(|&(b, i)| ((-((b - best) as f64) / (LEARN_TEMPERATURE * best.max(1) as f64)).exp(), i))
+        .collect();
+    let total: f64 = w.iter().map(|x| x.0).sum();
+    w.into_iter().filter(|(w, _)| *w / total > 1e-3).map(|(w, i)| (w / total, found[i].derivation.clone())).collect()
+}
+
+/// The prior that `source` stands for on these tensors (learning it if asked to).
+pub fn resolve_prior(
+    source: &PriorSource,
+    tensors: &[TensorView],
+    opts: &(dyn Fn(usize) -> SearchOptions + Sync),
+) -> Arc<Prior> {
+    match source {
+        PriorSource::Learn => Arc::new(learn_prior(tensors, opts)),
+        PriorSource::Uniform => Arc::new(Prior::uniform()),
+        PriorSource::Given(p) => p.clone(),
+    }
+}
+
+/// Whether the search can build `program` for this tensor: every node is a production that
+/// applies to its hole (used by the tests to keep the first release's candidates reachable).
+#[doc(hidden)]
+pub fn derivable(t: &TensorView, program: &Node, depth: usize) -> bool {
+    let ty = Ty::u(t.word_bits);
+    let Ok(whole) = Stream::from_le_bytes(ty, t.bytes) else { return false };
+    let reference = t.reference.and_then(|b| Stream::from_le_bytes(ty, b).ok());
+    let tctx = tensor_ctx(t, depth, reference.is_some());
+    fn walk(
+        t: &TensorCtx,
+        p: &Node,
+        parts: &[Stream],
+        idx: usize,
+        depth: usize,
+        parent: &str,
+        aligned: bool,
+        r: Option<&Stream>,
+    ) -> bool {
+        let hole = grammar::HoleView {
+            stream: &parts[idx],
+            siblings: &parts[..idx],
+            depth,
+            parent_label: parent,
+            aligned,
+            repeats: grammar::estimate(&parts[idx]).repeats(),
+        };
+        let prods = grammar::productions(t, &hole);
+        let Some(prod) =
+            prods.iter().find(|q| Node::leaf(q.op.clone()).to_bytes() == Node::leaf(p.op.clone()).to_bytes())
+        else {
+            return false;
+        };
+        match grammar::apply(prod, &hole, r) {
+            grammar::Outcome::Fail => false,
+            grammar::Outcome::Leaf(_) => p.children.is_empty(),
+            grammar::Outcome::Split(_, kids) => {
+                let is_dict = matches!(p.op, Op::Dict(_));
+                kids.len() == p.children.len()
+                    && p.children
+                        .iter()
+                        .enumerate()
+                        .all(|(i, c)| walk(t, c, &kids, i, depth + 1, &prod.label, aligned && !(is_dict && i == 0), r))
+            }
+        }
+    }
+    walk(&tctx, program, std::slice::from_ref(&whole), 0, 0, "", true, reference.as_ref())
 }

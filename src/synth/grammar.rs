@@ -1,0 +1,397 @@
+//! The productions of the search: for a typed hole (a stream of `u(w)` words on the sample),
+//! every operator whose type rule fits, with its parameters drawn from the tensor (field
+//! layouts from the dtype, strides from the shape, contexts from the earlier siblings, zstd
+//! level from the size). Each production has a *label*: the operator with its parameters
+//! abstracted (`rans(back ch)` rather than `rans(back 384)`), which is what the prior counts.
+
+use super::features::Features;
+use crate::coder;
+use crate::dsl::ops::dict::Dict;
+use crate::dsl::ops::entropy::{Huffman, LeafCtx, Rans};
+use crate::dsl::ops::fields::Fields;
+use crate::dsl::ops::gen::Const;
+use crate::dsl::ops::lz::Zstd;
+use crate::dsl::ops::maps::Map;
+use crate::dsl::ops::planes::BytePlanes;
+use crate::dsl::ops::raw::Raw;
+use crate::dsl::ops::reference::RefOp;
+use crate::dsl::ops::scan::{Scan, ScanKind};
+use crate::dsl::{Node, Op, Stream};
+
+/// What the productions of a tensor depend on (the same for all of its holes).
+#[derive(Clone, Debug)]
+pub struct TensorCtx {
+    pub features: Features,
+    /// (exponent, mantissa) bits when the root words are floats of that layout.
+    pub float: Option<(u32, u32)>,
+    /// Signed integers: `zigzag` applies at the root.
+    pub signed: bool,
+    /// Elements per output channel (the stride of `rans(back ch)` and `delta(ch)`).
+    pub channel: Option<u64>,
+    /// The last dimension, when it differs from the channel length (`rans(back row)`).
+    pub row: Option<u64>,
+    /// With a reference: the bits of the reference word that `rans(ref)` conditions on.
+    pub ref_ctx: Option<(u8, u8)>,
+    pub zstd_level: i32,
+    /// Deepest hole that may still take a transform.
+    pub max_depth: usize,
+}
+
+/// A hole as the grammar sees it.
+pub struct HoleView<'a> {
+    pub stream: &'a Stream,
+    /// The streams of the earlier children of the same parent (for `rans(side j)`).
+    pub siblings: &'a [Stream],
+    pub depth: usize,
+    /// The parent production's label ("" at the root).
+    pub parent_label: &'a str,
+    /// Word `i` of the stream comes from element `i` of the tensor (strides and the reference apply).
+    pub aligned: bool,
+    /// The fast LZ probe finds repeats (its estimate beats order 0 and raw by 10%).
+    pub repeats: bool,
+}
+
+/// An operator with its parameters, ready to apply to a hole.
+#[derive(Clone, Debug)]
+pub struct Production {
+    pub label: String,
+    pub op: Op,
+}
+
+impl Production {
+    fn new(t: &TensorCtx, op: Op) -> Production {
+        Production { label: label_of(&op, t), op }
+    }
+
+    pub fn is_leaf(&self) -> bool {
+        Node::leaf(self.op.clone()).is_leaf()
+    }
+}
+
+/// The label of an operator: its parameters abstracted over the tensor's shape.
+pub fn label_of(op: &Op, t: &TensorCtx) -> String {
+    match op {
+        Op::Raw(_) => "raw".into(),
+        Op::Const(_) => "const".into(),
+        Op::Rans(r) => match r.ctx {
+            LeafCtx::None => "rans".into(),
+            LeafCtx::Back(1) => "rans(prev)".into(),
+            LeafCtx::Back(d) if Some(d) == t.channel => "rans(back ch)".into(),
+            LeafCtx::Back(d) if Some(d) == t.row => "rans(back row)".into(),
+            LeafCtx::Back(_) => "rans(back)".into(),
+            LeafCtx::Side(j) => format!("rans(side{j})"),
+            LeafCtx::Ref { .. } => "rans(ref)".into(),
+        },
+        Op::Huffman(_) => "huffman".into(),
+        Op::Zstd(_) => "zstd".into(),
+        Op::Fields(f) => format!("fields(k{})", f.k),
+        Op::Scan(s) => {
+            let name = if s.kind == ScanKind::Delta { "delta" } else { "xor" };
+            match s.stride {
+                1 => format!("{name}(1)"),
+                d if Some(d) == t.channel => format!("{name}(ch)"),
+                _ => name.into(),
+            }
+        }
+        other => {
+            let n = Node::leaf(other.clone());
+            n.shape()
+        }
+    }
+}
+
+/// Field splits tried for a float layout: joint symbols of the exponent and up to 7 top
+/// mantissa bits (the head stays at most 16 bits wide).
+pub fn field_ks(e: u32, m: u32) -> std::ops::RangeInclusive<u32> {
+    0..=m.min(16u32.saturating_sub(e)).min(7)
+}
+
+/// Every production that applies to `hole`, in a fixed order: leaves, then transforms.
+pub fn productions(t: &TensorCtx, hole: &HoleView) -> Vec<Production> {
+    let x = hole.stream;
+    let w = x.ty.bits;
+    let n = x.len();
+    let root = hole.depth == 0;
+    let mut v = Vec::new();
+    let mut push = |op: Op| v.push(Production::new(t, op));
+    push(Op::Raw(Raw));
+    if !root && n > 0 {
+        // A constant part of a tensor (the root's constants are found on the whole tensor).
+        if let Some(c) = Const::fits(x) {
+            push(Op::Const(c));
+        }
+    }
+    if (1..=16).contains(&w) {
+        let rans = |ctx| Op::Rans(Rans { ctx });
+        push(rans(LeafCtx::None));
+        push(rans(LeafCtx::Back(1)));
+        if hole.aligned {
+            if let Some(c) = t.channel.filter(|&c| (c as usize) < n) {
+                push(rans(LeafCtx::Back(c)));
+            }
+            if let Some(r) = t.row.filter(|&r| (r as usize) < n) {
+                push(rans(LeafCtx::Back(r)));
+            }
+        }
+        for (j, s) in hole.siblings.iter().enumerate() {
+            if (1..=16).contains(&s.ty.bits) && s.len() == n && j < 254 {
+                push(rans(LeafCtx::Side(j as u8)));
+            }
+        }
+        if let (Some((shift, bits)), true) = (t.ref_ctx, hole.aligned) {
+            push(rans(LeafCtx::Ref { shift, bits }));
+        }
+        push(Op::Huffman(Huffman));
+    }
+    if root || (w >= 8 && hole.repeats) {
+        push(Op::Zstd(Zstd { level: t.zstd_level }));
+    }
+    if hole.depth >= t.max_depth || w == 0 {
+        return v;
+    }
+    if root {
+        if let Some((e, m)) = t.float {
+            for k in field_ks(e, m) {
+                push(Op::Fields(Fields::for_dtype_bits(e, m, k)));
+            }
+        }
+    }
+    if w > 8 {
+        push(Op::BytePlanes(BytePlanes));
+    }
+    // Parts of a float or of a word's bytes are bit fields, not numbers: scans and
+    // dictionaries apply to numeric streams (and dict also to a float's low mantissa bits).
+    let under = hole.parent_label;
+    let bitfield = under.starts_with("fields") || under == "byteplanes";
+    let low_mantissa = under.starts_with("fields") && hole.siblings.len() == 2;
+    let under_scan = under.starts_with("delta") || under.starts_with("xor");
+    if w >= 8 && !under.starts_with("dict") && ((!bitfield && w >= 16) || low_mantissa) {
+        push(Op::Dict(Dict));
+    }
+    if w >= 8 && !bitfield && !under_scan && under != "zigzag" {
+        push(Op::Scan(Scan { kind: ScanKind::Delta, stride: 1 }));
+        push(Op::Scan(Scan { kind: ScanKind::Xor, stride: 1 }));
+        if let (Some(c), true) = (t.channel, hole.aligned) {
+            push(Op::Scan(Scan { kind: ScanKind::Delta, stride: c }));
+        }
+    }
+    if w >= 2 && (under_scan || (root && t.signed)) {
+        push(Op::Map(Map::ZigZag));
+    }
+    if root && t.ref_ctx.is_some() {
+        push(Op::Ref(RefOp::Sub));
+        push(Op::Ref(RefOp::Xor));
+    }
+    v
+}
+
+/// Productions the search never queues although they apply: `raw` right under a word-wise
+/// bijection (a scan or a map) costs exactly what `raw` costs one level up. (They stay in the
+/// list so that a partial program can always be completed with raw.)
+pub fn pointless(p: &Production, parent_label: &str) -> bool {
+    matches!(p.op, Op::Raw(_))
+        && (parent_label.starts_with("delta") || parent_label.starts_with("xor(") || parent_label == "zigzag")
+}
+
+/// What applying a production to a hole gives.
+#[derive(Clone, Debug)]
+pub enum Outcome {
+    /// The production does not apply to this data.
+    Fail,
+    /// A leaf: its exact encoded bytes on the sample (length prefix included).
+    Leaf(usize),
+    /// A transform: bytes it writes itself (dict's table size) and its child streams.
+    Split(usize, Vec<Stream>),
+}
+
+/// Whether evaluating the production costs nothing (its size is known without coding).
+pub fn is_free(p: &Production) -> bool {
+    matches!(p.op, Op::Raw(_) | Op::Const(_))
+}
+
+fn varint_len(mut v: usize) -> usize {
+    let mut n = 1;
+    while v >= 0x80 {
+        v >>= 7;
+        n += 1;
+    }
+    n
+}
+
+/// Applies a production to a hole on the sample; `reference` is the aligned reference sample.
+pub fn apply(p: &Production, hole: &HoleView, reference: Option<&Stream>) -> Outcome {
+    let x = hole.stream;
+    match &p.op {
+        Op::Raw(_) => {
+            let c = Raw::cost(x.ty, x.len());
+            Outcome::Leaf(varint_len(c) + c)
+        }
+        Op::Const(c) => {
+            if x.iter().all(|v| v == c.value) {
+                Outcome::Leaf(0)
+            } else {
+                Outcome::Fail
+            }
+        }
+        Op::Fields(f) => match f.child_types(x.ty) {
+            Ok(_) => Outcome::Split(0, f.forward(x)),
+            Err(_) => Outcome::Fail,
+        },
+        Op::BytePlanes(b) => match b.child_types(x.ty) {
+            Ok(_) => Outcome::Split(0, b.forward(x)),
+            Err(_) => Outcome::Fail,
+        },
+        Op::BitPlanes(b) => Outcome::Split(0, b.forward(x)),
+        Op::Scan(s) => Outcome::Split(0, vec![s.forward(x)]),
+        Op::Map(m) => match m.check(x.ty) {
+            Ok(()) => Outcome::Split(0, vec![m.apply(x, false)]),
+            Err(_) => Outcome::Fail,
+        },
+        Op::Dict(d) => {
+            let mut header = Vec::new();
+            match d.forward(x, &mut header) {
+                Some(parts) => Outcome::Split(header.len(), parts),
+                None => Outcome::Fail,
+            }
+        }
+        Op::Ref(op @ (RefOp::Sub | RefOp::Xor)) => match reference {
+            Some(r) if r.len() == x.len() && r.ty == x.ty && op.check(x.ty).is_ok() => {
+                Outcome::Split(0, vec![op.forward(x, r)])
+            }
+            _ => Outcome::Fail,
+        },
+        op => {
+            let leaf = Node::leaf(op.clone());
+            if !leaf.is_leaf() {
+                return Outcome::Fail;
+            }
+            let mut buf = Vec::new();
+            let r = if hole.aligned { reference } else { None };
+            match leaf.encode_with(x, hole.siblings, r, &mut buf) {
+                Ok(()) => Outcome::Leaf(buf.len()),
+                Err(_) => Outcome::Fail,
+            }
+        }
+    }
+}
+
+/// Bytes a transform is assumed to add per child stream before it is evaluated.
+pub const STREAM_OVERHEAD: f64 = 8.0;
+
+/// Cheap estimates of how small a stream can be coded, in bytes (A*'s h for open holes).
+#[derive(Clone, Copy, Debug)]
+pub struct Estimate {
+    /// Exact size of the raw leaf.
+    pub raw: f64,
+    /// Order-0 entropy plus the tables and fixed part of an entropy coder (streams wider than
+    /// 16 bits: as byte planes); may exceed raw.
+    pub order0: f64,
+    /// Order-0 entropy alone: what a split of the stream into parts may approach.
+    pub entropy: f64,
+    /// A fast zstd of the little-endian bytes (what the `zstd` leaf sees); may exceed raw.
+    pub lz: f64,
+}
+
+/// Share of the order-0 size a context (previous word, word above, a sibling) is assumed to save.
+pub const CTX_GAIN: f64 = 0.03;
+
+impl Estimate {
+    /// Whether an LZ coder should find repeats here: its estimate beats the others by 10%.
+    pub fn repeats(&self) -> bool {
+        self.lz < 0.9 * self.order0.min(self.raw)
+    }
+
+    /// Two estimates for one production before it is evaluated: a realistic one, which orders
+    /// the search, and an optimistic one, which prunes it. Raw and const are exact; zstd gets
+    /// the LZ probe; entropy leaves get order 0 with tables (realistic) or without (optimistic),
+    /// less `CTX_GAIN` with a context. A transform gets the hole's best leaf estimate
+    /// (realistic) or the best of raw, the LZ probe and the entropy less `CTX_GAIN`
+    /// (optimistic: a split cannot beat the entropy of what it splits, but for a context), plus
+    /// `STREAM_OVERHEAD` per child stream in both; a prediction (scan, reference) has no
+    /// optimistic bound but its overhead.
+    pub fn for_production(&self, p: &Production, ty: crate::dsl::Ty) -> (f64, f64) {
+        let ctx = 1.0 - CTX_GAIN;
+        match &p.op {
+            Op::Raw(_) => (self.raw, self.raw),
+            Op::Const(_) => (0.0, 0.0),
+            Op::Zstd(_) => (self.lz, self.lz),
+            Op::Rans(Rans { ctx: LeafCtx::None }) | Op::Huffman(_) => (self.order0, self.entropy),
+            Op::Rans(_) => (self.order0 * ctx, self.entropy * ctx),
+            // Predictions (differences with the previous word, the word above, the reference)
+            // can remove almost everything: no optimistic bound short of their overhead.
+            Op::Scan(_) | Op::Ref(_) => {
+                let leaf = self.raw.min(self.lz).min(if ty.bits <= 16 { self.order0 * ctx } else { f64::INFINITY });
+                (leaf + STREAM_OVERHEAD, STREAM_OVERHEAD)
+            }
+            op => {
+                let arity = Node::leaf(op.clone()).child_types(ty).map_or(1, |c| c.len());
+                let extra = STREAM_OVERHEAD * arity as f64;
+                let leaf = self.raw.min(self.lz).min(if ty.bits <= 16 { self.order0 * ctx } else { f64::INFINITY });
+                (leaf + extra, self.raw.min(self.lz).min(self.entropy * ctx) + extra)
+            }
+        }
+    }
+}
+
+pub fn estimate(x: &Stream) -> Estimate {
+    let n = x.len();
+    let raw = coder::packed_len(n, x.ty.bits) as f64 + 1.0;
+    if n == 0 || x.ty.bits == 0 {
+        return Estimate { raw, order0: raw, entropy: raw, lz: raw };
+    }
+    let (order0, entropy) = if x.ty.bits <= 16 {
+        entropy_with_tables(x.ty.bits, x.iter())
+    } else {
+        let planes = x.ty.bits.div_ceil(8);
+        (0..planes)
+            .map(|j| {
+                let sh = 8 * j;
+                entropy_with_tables(8, x.iter().map(move |v| (v >> sh) & 0xFF))
+            })
+            .fold((0.0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1))
+    };
+    let lz = if x.ty.bits >= 8 { lz_estimate(&x.to_le_bytes(), raw) } else { raw };
+    Estimate { raw, order0, entropy, lz }
+}
+
+/// What a fast zstd (level 5, matches from 4 bytes so that repeated 32-bit words count) makes
+/// of the little-endian bytes, less `LZ_OPTIMISM` of that (the leaf uses a stronger level);
+/// never below what it saves on the raw size times the same share.
+fn lz_estimate(b: &[u8], raw: f64) -> f64 {
+    let fast = || -> std::io::Result<usize> {
+        let mut c = zstd::bulk::Compressor::new(5)?;
+        c.set_parameter(zstd::zstd_safe::CParameter::MinMatch(4))?;
+        Ok(c.compress(b)?.len())
+    };
+    match fast() {
+        Ok(n) => {
+            let n = n as f64;
+            n - LZ_OPTIMISM * n.min((raw - n).max(0.0))
+        }
+        Err(_) => raw,
+    }
+}
+
+/// Share of the fast level's output that a strong level is assumed to save.
+const LZ_OPTIMISM: f64 = 0.15;
+
+/// (Order-0 entropy plus about 6 bits of table per used symbol and the coder's fixed part,
+/// order-0 entropy alone), in bytes, of values below 2^bits.
+fn entropy_with_tables(bits: u32, vals: impl Iterator<Item = u64>) -> (f64, f64) {
+    let mut hist = vec![0u32; 1usize << bits];
+    let mut n = 0usize;
+    for v in vals {
+        hist[v as usize] += 1;
+        n += 1;
+    }
+    let nf = n as f64;
+    let mut bitsum = 0.0;
+    let mut used = 0usize;
+    for &c in &hist {
+        if c > 0 {
+            used += 1;
+            bitsum += c as f64 * (nf / c as f64).log2();
+        }
+    }
+    ((bitsum + 6.0 * used as f64) / 8.0 + 20.0, bitsum / 8.0)
+}

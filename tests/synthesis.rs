@@ -1,0 +1,165 @@
+//! The search (issue 3): the first release's candidate programs stay reachable, the budget and
+//! the depth bound the search, the learned prior is deterministic, reusable as JSON and never
+//! needed to decode, and the archive does not depend on the thread count.
+
+mod st_builder;
+use brevis::synth::{self, PriorSource, TensorView};
+use brevis::tensor::DType;
+use st_builder::*;
+use std::sync::Arc;
+
+/// A small checkpoint with several dtypes and roles.
+fn checkpoint() -> Vec<u8> {
+    let mut rng = Rng(7);
+    let mut ts = Vec::new();
+    let bf16 = |rng: &mut Rng, n: usize, sd: f64| -> Vec<u8> {
+        (0..n).flat_map(|_| half::bf16::from_f64(rng.normal(sd)).to_bits().to_le_bytes()).collect()
+    };
+    for l in 0..3 {
+        ts.push(tensor(&format!("layers.{l}.attn.q_proj.weight"), "BF16", &[64, 128], bf16(&mut rng, 64 * 128, 0.02)));
+        ts.push(tensor(&format!("layers.{l}.mlp.fc1.weight"), "BF16", &[128, 64], bf16(&mut rng, 128 * 64, 0.05)));
+        ts.push(tensor(&format!("layers.{l}.norm.weight"), "BF16", &[64], bf16(&mut rng, 64, 1.0)));
+    }
+    let f16: Vec<u8> =
+        (0..32 * 16 * 9).flat_map(|_| half::f16::from_f64(rng.normal(0.1)).to_bits().to_le_bytes()).collect();
+    ts.push(tensor("conv.weight", "F16", &[32, 16, 3, 3], f16));
+    let f32s: Vec<u8> = (0..4096).flat_map(|_| (rng.normal(0.3) as f32).to_le_bytes()).collect();
+    ts.push(tensor("embed.weight", "F32", &[64, 64], f32s));
+    let ints: Vec<u8> = (0..1000i64).flat_map(|i| (i * i % 977).to_le_bytes()).collect();
+    ts.push(tensor("counts", "I64", &[1000], ints));
+    file(&ts, None)
+}
+
+/// Transform levels above the deepest leaf.
+fn depth(n: &brevis::dsl::Node) -> usize {
+    n.children.iter().map(|c| 1 + depth(c)).max().unwrap_or(0)
+}
+
+#[test]
+fn first_release_candidates_are_derivable() {
+    let mut rng = Rng(3);
+    let cases: Vec<(DType, Vec<u64>)> = vec![
+        (DType::BF16, vec![64, 96]),
+        (DType::F16, vec![16, 8, 3, 3]),
+        (DType::F32, vec![48, 40]),
+        (DType::F8E4M3, vec![512]),
+        (DType::I64, vec![300]),
+        (DType::I32, vec![20, 30]),
+        (DType::U8, vec![1000]),
+    ];
+    for (dt, shape) in cases {
+        let n: u64 = shape.iter().product();
+        let data = data_for(dt.name(), n as usize, &mut rng, false);
+        let reference = data_for(dt.name(), n as usize, &mut rng, false);
+        let w = dt.bits().unwrap();
+        let mut t = TensorView { name: "w", dtype: &dt, shape: &shape, word_bits: w, bytes: &data, reference: None };
+        for c in synth::candidates(&t) {
+            assert!(synth::derivable(&t, &c, synth::DEFAULT_DEPTH), "{}: {c} is not derivable", dt.name());
+        }
+        t.reference = Some(&reference);
+        for c in synth::legacy::reference_candidates(&t).into_iter().filter(|c| c.to_string() != "copyref") {
+            assert!(synth::derivable(&t, &c, synth::DEFAULT_DEPTH), "{}: {c} is not derivable", dt.name());
+        }
+    }
+}
+
+#[test]
+fn budget_and_depth_bound_the_search() {
+    let f = checkpoint();
+    for (budget, max_depth) in [(1, 1), (4, 2), (16, 4)] {
+        let stats = Arc::new(synth::SearchStats::default());
+        let opts = brevis::Options { budget, depth: max_depth, stats: Some(stats.clone()), ..Default::default() };
+        let a = brevis::compress(&f, &opts).unwrap();
+        assert_eq!(brevis::decompress(&a).unwrap(), f);
+        let load = |x: &std::sync::atomic::AtomicU64| x.load(std::sync::atomic::Ordering::Relaxed);
+        let searched = load(&stats.tensors);
+        assert!(searched > 0);
+        assert!(load(&stats.expansions) <= searched * budget as u64, "budget {budget}: {}", stats.summary());
+        let arch = brevis::Archive::open(&a).unwrap();
+        for i in 0..arch.len() {
+            let p = arch.info(i).unwrap().program;
+            assert!(depth(p) <= max_depth, "depth {max_depth}: {p}");
+        }
+    }
+}
+
+#[test]
+fn more_budget_is_not_worse_here_and_beats_budget_one() {
+    let f = checkpoint();
+    let size = |budget| brevis::compress(&f, &brevis::Options { budget, ..Default::default() }).unwrap().len();
+    let (small, large) = (size(1), size(64));
+    assert!(large < small, "budget 64: {large}, budget 1: {small}");
+}
+
+#[test]
+fn same_archive_whatever_the_thread_count() {
+    let f = checkpoint();
+    let one = brevis::compress(&f, &brevis::Options { threads: 1, ..Default::default() }).unwrap();
+    for threads in [2, 3] {
+        let other = brevis::compress(&f, &brevis::Options { threads, ..Default::default() }).unwrap();
+        assert!(one == other, "{threads} threads gave another archive");
+    }
+}
+
+#[test]
+fn learned_prior_round_trips_as_json_and_gives_the_same_archive() {
+    let f = checkpoint();
+    let prior = brevis::learn_prior(&f, &brevis::Options::default()).unwrap();
+    assert!(prior.tensors > 0 && !prior.is_empty());
+    let json = prior.to_json();
+    let back = brevis::synth::Prior::from_json(&json).unwrap();
+    assert_eq!(back, prior);
+    // On the fly, compress learns exactly this prior from its input.
+    let learned = brevis::compress(&f, &brevis::Options::default()).unwrap();
+    let given =
+        brevis::compress(&f, &brevis::Options { prior: PriorSource::Given(Arc::new(back)), ..Default::default() })
+            .unwrap();
+    assert!(learned == given);
+    // The prior is never needed to decode.
+    assert_eq!(brevis::decompress(&given).unwrap(), f);
+    assert!(brevis::synth::Prior::from_json("{\"format\":\"other\"}").is_err());
+}
+
+#[test]
+fn uniform_prior_uses_the_same_productions() {
+    let f = checkpoint();
+    let u = brevis::compress(&f, &brevis::Options { prior: PriorSource::Uniform, ..Default::default() }).unwrap();
+    assert_eq!(brevis::decompress(&u).unwrap(), f);
+    // With a budget large enough to exhaust the search, the prior changes the order only.
+    let big = |prior| brevis::compress(&f, &brevis::Options { budget: 100_000, prior, ..Default::default() }).unwrap();
+    let (a, b) = (big(PriorSource::Uniform), big(PriorSource::Learn));
+    let diff = (a.len() as f64 - b.len() as f64).abs() / a.len() as f64;
+    assert!(diff < 0.002, "exhaustive searches differ by {:.3}%", 100.0 * diff);
+}
+
+#[test]
+fn cli_prior_learn_and_reuse() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("m.safetensors");
+    std::fs::write(&input, checkpoint()).unwrap();
+    let bin = env!("CARGO_BIN_EXE_brevis");
+    let prior = dir.path().join("prior.json");
+    let run = |args: &[&std::ffi::OsStr]| std::process::Command::new(bin).args(args).output().unwrap();
+    let o = run(&["prior".as_ref(), "learn".as_ref(), input.as_os_str(), "-o".as_ref(), prior.as_os_str()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = dir.path().join("m.brv");
+    let o = run(&[
+        "compress".as_ref(),
+        input.as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+        "--prior".as_ref(),
+        prior.as_os_str(),
+        "--budget".as_ref(),
+        "8".as_ref(),
+        "--stats".as_ref(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("expansions") && err.contains("pruned"), "{err}");
+    let o = run(&["verify".as_ref(), out.as_os_str(), input.as_os_str()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o =
+        run(&["compress".as_ref(), input.as_os_str(), "-f".as_ref(), "--prior".as_ref(), "/nonexistent.json".as_ref()]);
+    assert!(!o.status.success());
+}
