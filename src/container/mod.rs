@@ -11,10 +11,12 @@ use crate::dsl::{Env, Node, Stream, Ty};
 use crate::error::{Error, Result};
 use xxhash_rust::xxh3::xxh3_64;
 
+pub mod header_model;
+
 pub const MAGIC: [u8; 8] = *b"\x89BRV\r\n\x1a\n";
 pub const END_MAGIC: [u8; 8] = *b"BRVINDEX";
 /// Format version written by this build.
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
 /// Oldest format version this build reads.
 pub const MIN_VERSION: u16 = 1;
 pub const HEADER_LEN: usize = 16;
@@ -157,8 +159,9 @@ impl Index {
             }
         }
         put_varint(out, self.chunk_bytes);
-        put_varint(out, self.residue.len() as u64);
-        out.extend_from_slice(&self.residue);
+        let (model, stored) = header_model::encode(&self.residue);
+        out.push(model);
+        put_bytes(out, &stored);
         put_varint(out, self.tensors.len() as u64);
         for t in &self.tensors {
             if t.from_header {
@@ -206,8 +209,10 @@ impl Index {
         if chunk_bytes == 0 || chunk_bytes > MAX_CHUNK_BYTES {
             return Err(Error::corrupt("chunk size out of range"));
         }
+        // Version 1 keeps the residue verbatim; version 2 names a residue model first.
+        let model = if version >= 2 { r.u8()? } else { header_model::VERBATIM };
         let residue_len = r.len(r.remaining() as u64)?;
-        let residue = r.take(residue_len)?.to_vec();
+        let residue = header_model::decode(model, r.take(residue_len)?, original_size.min(memory_limit))?;
         let mut header_spans: Option<std::vec::IntoIter<crate::tensor::safetensors::TensorSpan>> = None;
         let mut pos = HEADER_LEN as u64;
         // Every tensor takes at least 3 index bytes (kind, program length, operator id): bound
