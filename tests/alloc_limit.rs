@@ -262,6 +262,9 @@ fn build() -> (Vec<u8>, Parts, String) {
         Field::U64(xxh3_64(&original)),
         Field::U8(0),
         Field::Varint("chunk size".into(), CHUNK_BYTES as u64),
+        // Format version 2: the residue model (verbatim, so that the header's numbers are forged as
+        // they are stored).
+        Field::U8(brevis::container::header_model::VERBATIM),
         Field::Varint("residue length".into(), residue.len() as u64),
         Field::Bytes(residue),
         Field::Varint("entry count".into(), tensors.len() as u64 + 1),
