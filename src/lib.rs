@@ -17,10 +17,12 @@ pub mod dsl;
 pub mod error;
 pub mod ffi;
 pub mod reference;
+pub mod source;
 pub mod synth;
 pub mod tensor;
 
 use container::{ChunkEntry, Index, TensorEntry};
+use source::{Bytes, Source};
 
 /// Gaps between tensors and trailing data up to this size stay in the residue (kept in the
 /// index's zstd frame); longer ones are coded as byte streams.
@@ -32,7 +34,7 @@ fn chunk_elems(opts: &Options, word_bits: u32) -> u64 {
 pub use error::{Error, Result};
 use rayon::prelude::*;
 use std::collections::HashMap;
-use xxhash_rust::xxh3::{xxh3_128, xxh3_64};
+use xxhash_rust::xxh3::xxh3_64;
 
 /// Compression settings. What the search explores is never stored in the archive.
 #[derive(Clone, Debug)]
@@ -51,6 +53,10 @@ pub struct Options {
     pub prior: synth::PriorSource,
     /// Where to add search statistics (never stored in the archive).
     pub stats: Option<std::sync::Arc<synth::SearchStats>>,
+    /// Working memory to aim for, in bytes: bounds the chunks coded at once (about six times
+    /// the chunk size each) and the safetensors header read; [`compress_file`] keeps its peak
+    /// near this whatever the file size. The archive does not depend on it.
+    pub memory_limit: u64,
 }
 
 impl Options {
@@ -69,15 +75,20 @@ impl Default for Options {
             depth: synth::DEFAULT_DEPTH,
             prior: synth::PriorSource::default(),
             stats: None,
+            memory_limit: DEFAULT_MEMORY_LIMIT,
         }
     }
 }
+
+/// Default working-memory target of compression, in bytes (1 GiB).
+pub const DEFAULT_MEMORY_LIMIT: u64 = 1 << 30;
 
 /// Decompression settings.
 #[derive(Clone, Debug)]
 pub struct DecodeOptions {
     pub threads: usize,
-    /// Largest output this call may allocate, in bytes.
+    /// Largest output this call may allocate, in bytes (in memory); for [`decompress_file`],
+    /// the working memory to aim for (it bounds the index and the chunks decoded at once).
     pub memory_limit: u64,
     /// Verify the whole-file checksum (chunk and residue checksums are always verified).
     pub verify: bool,
@@ -103,16 +114,16 @@ struct Job<'a> {
     shape: Vec<u64>,
     word_bits: u32,
     offset: u64,
-    bytes: &'a [u8],
+    bytes: Bytes<'a>,
     /// The matching tensor of the reference: its name and bytes.
-    reference: Option<(String, &'a [u8])>,
+    reference: Option<(String, Bytes<'a>)>,
     /// Described by the safetensors header (not a byte region between tensors).
     from_header: bool,
 }
 
 /// Compresses any file; safetensors files get a program per tensor.
 pub fn compress(input: &[u8], opts: &Options) -> Result<Vec<u8>> {
-    pool(opts.threads)?.install(|| compress_in_pool(input, &opts.clamped(), None, None))
+    pool(opts.threads)?.install(|| compress_in_memory(input, &opts.clamped(), None, None))
 }
 
 /// Compresses `input` against a reference checkpoint (a safetensors file or a Brevis archive):
@@ -120,7 +131,24 @@ pub fn compress(input: &[u8], opts: &Options) -> Result<Vec<u8>> {
 /// against it when that is smaller. Decoding then needs the same reference.
 pub fn compress_with_ref(input: &[u8], reference: &[u8], opts: &Options) -> Result<Vec<u8>> {
     let r = reference::Reference::new(reference)?;
-    pool(opts.threads)?.install(|| compress_in_pool(input, &opts.clamped(), None, Some(&r)))
+    pool(opts.threads)?.install(|| compress_in_memory(input, &opts.clamped(), None, Some(&r)))
+}
+
+/// Compresses the file `input` into `output` with memory bounded by about
+/// `threads x chunk_bytes` (and [`Options::memory_limit`]) plus the index, whatever the file
+/// size: the input is read in windows, never whole, and payloads are written as they are made.
+/// The archive is byte-identical to what [`compress`] makes of the same bytes. `output` is
+/// written from its current start (position 0) and truncated to the archive's length; the
+/// caller makes it durable (fsync) and atomic (a temporary file renamed into place). Returns
+/// the archive's length. The input must not change while it is read.
+pub fn compress_file(input: &std::fs::File, output: &mut std::fs::File, opts: &Options) -> Result<u64> {
+    let src = Source::file(input)?;
+    let len = pool(opts.threads)?.install(|| compress_source(src, &opts.clamped(), None, None, output))?;
+    output.set_len(len)?;
+    if input.metadata()?.len() != src.len() {
+        return Err(Error::invalid("the input file changed size while it was compressed"));
+    }
+    Ok(len)
 }
 
 /// Learns a production prior from a checkpoint: the programs that a wider search picks on a
@@ -128,14 +156,14 @@ pub fn compress_with_ref(input: &[u8], reference: &[u8], opts: &Options) -> Resu
 pub fn learn_prior(input: &[u8], opts: &Options) -> Result<synth::Prior> {
     let opts = opts.clamped();
     pool(opts.threads)?.install(|| {
-        let jobs = plan(input, None);
+        let jobs = plan(Source::Memory(input), None, opts.memory_limit)?;
         let views: Vec<synth::TensorView> = jobs.iter().map(view).collect();
-        Ok(synth::learn_prior(&views, &|i| synth::SearchOptions {
+        synth::learn_prior(&views, &|i| synth::SearchOptions {
             chunk_elems: chunk_elems(&opts, jobs[i].word_bits) as usize,
             sample_elems: opts.sample_elems,
             depth: opts.depth,
             ..synth::SearchOptions::new(0)
-        }))
+        })
     })
 }
 
@@ -146,7 +174,7 @@ pub type ProgramOverride<'a> = &'a (dyn Fn(usize, &synth::TensorView) -> Option<
 /// exercise every operator, and by tests). A program that does not apply to its tensor is an error.
 #[doc(hidden)]
 pub fn compress_with_programs(input: &[u8], opts: &Options, programs: ProgramOverride) -> Result<Vec<u8>> {
-    pool(opts.threads)?.install(|| compress_in_pool(input, &opts.clamped(), Some(programs), None))
+    pool(opts.threads)?.install(|| compress_in_memory(input, &opts.clamped(), Some(programs), None))
 }
 
 /// The tensors of `input` and the byte regions between them, in file order.
@@ -159,47 +187,79 @@ pub fn compress_with_programs_and_ref(
     programs: ProgramOverride,
 ) -> Result<Vec<u8>> {
     let r = reference::Reference::new(reference)?;
-    pool(opts.threads)?.install(|| compress_in_pool(input, &opts.clamped(), Some(programs), Some(&r)))
+    pool(opts.threads)?.install(|| compress_in_memory(input, &opts.clamped(), Some(programs), Some(&r)))
 }
 
-fn plan<'a>(input: &'a [u8], refs: Option<&'a reference::Reference>) -> Vec<Job<'a>> {
-    let spans = tensor::safetensors::layout(input).unwrap_or_default();
+/// The tensor spans of a safetensors file, read from its length prefix and JSON header only
+/// (empty when it is not a consistent safetensors file). A header larger than `memory_limit`
+/// is an error, unless it is clearly not JSON (then the file is a byte stream, as it would be
+/// anyway).
+fn layout_of(input: Source, memory_limit: u64) -> Result<(Vec<tensor::safetensors::TensorSpan>, u64)> {
+    let len = input.len();
+    if len < 8 {
+        return Ok((Vec::new(), 0));
+    }
+    let n = u64::from_le_bytes(input.read(0, 8)?[..].try_into().unwrap());
+    if n > tensor::safetensors::MAX_HEADER || 8 + n > len {
+        return Ok((Vec::new(), 0));
+    }
+    if 8 + n > memory_limit {
+        let head = input.read(8, (n as usize).min(4096))?;
+        if head.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+            return Ok((Vec::new(), 0));
+        }
+        return Err(Error::Limit(format!("a safetensors header of {n} bytes, above the memory limit")));
+    }
+    let prefix = input.read(0, 8 + n as usize)?;
+    let spans = tensor::safetensors::layout_from_prefix(&prefix, len).unwrap_or_default();
+    Ok((spans, 8 + n))
+}
+
+fn plan<'a>(input: Source<'a>, refs: Option<&'a reference::Reference>, memory_limit: u64) -> Result<Vec<Job<'a>>> {
+    let (spans, header_end) = layout_of(input, memory_limit)?;
     let content = refs.map(|r| r.content_index());
     let mut jobs: Vec<Job> = Vec::with_capacity(spans.len() + 1);
     // Bytes outside tensors go to the residue, except long gaps and trailing data (or a whole
     // file that is not safetensors), which are coded as byte streams.
-    let gap = |jobs: &mut Vec<Job<'a>>, a: usize, b: usize| {
-        if b - a > RESIDUE_MAX || (spans.is_empty() && b > a) {
+    let gap = |jobs: &mut Vec<Job<'a>>, a: u64, b: u64| -> Result<()> {
+        if b - a > RESIDUE_MAX as u64 || (spans.is_empty() && b > a) {
             jobs.push(Job {
                 name: String::new(),
                 dtype: tensor::DType::Other(String::new()),
-                shape: vec![(b - a) as u64],
+                shape: vec![b - a],
                 word_bits: 8,
-                offset: a as u64,
-                bytes: &input[a..b],
+                offset: a,
+                bytes: input.range(a, b)?,
                 reference: None,
                 from_header: false,
             });
         }
+        Ok(())
     };
     // The length prefix and JSON header always stay in the residue: the index describes the
     // header's tensors by reference to it.
-    let mut pos = if spans.is_empty() { 0 } else { 8 + u64::from_le_bytes(input[..8].try_into().unwrap()) as usize };
+    let mut pos = if spans.is_empty() { 0 } else { header_end };
     for s in &spans {
-        gap(&mut jobs, pos, s.start as usize);
-        let bytes = &input[s.start as usize..s.end as usize];
+        gap(&mut jobs, pos, s.start)?;
+        let bytes = input.range(s.start, s.end)?;
         let word_bits = s.word_bits();
-        let reference = refs.and_then(|r| {
-            // Same name and layout, else identical content under another name.
-            let by_name = r
-                .tensor(&s.name)
-                .filter(|(rs, _)| rs.len() == s.len() && rs.word_bits() == word_bits)
-                .map(|(_, b)| (s.name.clone(), b));
-            by_name.or_else(|| {
-                let name = content.as_ref()?.get(&(s.len(), xxh3_128(bytes)))?;
-                r.tensor(name).map(|(_, b)| (name.clone(), b))
-            })
-        });
+        let reference = match refs {
+            None => None,
+            Some(r) => {
+                // Same name and layout, else identical content under another name.
+                let by_name = r
+                    .tensor(&s.name)
+                    .filter(|(rs, _)| rs.len() == s.len() && rs.word_bits() == word_bits)
+                    .map(|(_, b)| (s.name.clone(), Bytes::from(b)));
+                match (by_name, &content) {
+                    (Some(m), _) => Some(m),
+                    (None, Some(content)) => content
+                        .get(&(s.len(), bytes.xxh3_128(source::WINDOW)?))
+                        .and_then(|name| r.tensor(name).map(|(_, b)| (name.clone(), Bytes::from(b)))),
+                    (None, None) => None,
+                }
+            }
+        };
         jobs.push(Job {
             word_bits,
             bytes,
@@ -210,10 +270,10 @@ fn plan<'a>(input: &'a [u8], refs: Option<&'a reference::Reference>) -> Vec<Job<
             reference,
             from_header: true,
         });
-        pos = s.end as usize;
+        pos = s.end;
     }
-    gap(&mut jobs, pos, input.len());
-    jobs
+    gap(&mut jobs, pos, input.len())?;
+    Ok(jobs)
 }
 
 fn view<'b>(j: &'b Job) -> synth::TensorView<'b> {
@@ -227,33 +287,72 @@ fn view<'b>(j: &'b Job) -> synth::TensorView<'b> {
     }
 }
 
-fn compress_in_pool(
+/// [`compress_source`] into memory; imposed programs are then proven by decoding.
+fn compress_in_memory(
     input: &[u8],
     opts: &Options,
     forced: Option<ProgramOverride>,
     refs: Option<&reference::Reference>,
 ) -> Result<Vec<u8>> {
-    let jobs = plan(input, refs);
+    let mut out = std::io::Cursor::new(Vec::new());
+    let len = compress_source(Source::Memory(input), opts, forced, refs, &mut out)?;
+    let mut out = out.into_inner();
+    out.truncate(len as usize);
+    if forced.is_some() {
+        // Imposed programs are not checked by the chooser (generators, copies): decode to prove them.
+        let back = match refs {
+            Some(r) => {
+                let mut a = Archive::open(&out)?;
+                a.set_reference(reference::Reference::new(r.original())?)?;
+                a.decompress(&DecodeOptions::default())
+            }
+            None => Archive::open(&out)?.decompress(&DecodeOptions::default()),
+        };
+        if !matches!(&back, Ok(b) if b == input) {
+            return Err(Error::invalid("an imposed program does not reproduce its tensor"));
+        }
+    }
+    Ok(out)
+}
+
+/// One coded chunk: its payload and the checksum of its original bytes (None for programs
+/// that read no payload).
+type Coded = (Vec<u8>, Option<u64>);
+
+/// Original bytes per chunk in flight, as a multiple of the chunk size: the window read, its
+/// words, the intermediate streams of a program and the payload.
+const CHUNK_WORKING_SET: u64 = 6;
+
+/// Compresses `input` into `out` (from position 0) and returns the archive's length; `out` may
+/// hold stale bytes past it (a tensor recoded as `raw` is rewritten in place). Passes over the
+/// input read it in windows: content hashes, the generators' checks, the chooser's samples,
+/// then the chunks, coded a batch at a time in index order and written as they come.
+fn compress_source<W: std::io::Write + std::io::Seek>(
+    input: Source,
+    opts: &Options,
+    forced: Option<ProgramOverride>,
+    refs: Option<&reference::Reference>,
+    out: &mut W,
+) -> Result<u64> {
+    let jobs = plan(input, refs, opts.memory_limit)?;
 
     // Duplicates: identical bytes of an earlier tensor with the same word width become `copy`.
     let mut seen: HashMap<(u128, u32), usize> = HashMap::new();
-    let dup_of: Vec<Option<usize>> = jobs
-        .iter()
-        .enumerate()
-        .map(|(i, j)| {
-            if j.bytes.is_empty() {
-                return None;
+    let mut dup_of: Vec<Option<usize>> = Vec::with_capacity(jobs.len());
+    for (i, j) in jobs.iter().enumerate() {
+        if j.bytes.is_empty() {
+            dup_of.push(None);
+            continue;
+        }
+        let key = (j.bytes.xxh3_128(source::WINDOW)?, j.word_bits);
+        match seen.get(&key) {
+            Some(&k) if jobs[k].bytes.same_as(&j.bytes, source::WINDOW)? => dup_of.push(Some(k)),
+            _ => {
+                seen.insert(key, i);
+                dup_of.push(None);
             }
-            let key = (xxh3_128(j.bytes), j.word_bits);
-            match seen.get(&key) {
-                Some(&k) if jobs[k].bytes == j.bytes => Some(k),
-                _ => {
-                    seen.insert(key, i);
-                    None
-                }
-            }
-        })
-        .collect();
+        }
+    }
 
     // The production prior: learned from a sample of the tensors that are not duplicates.
     let search_opts = |j: &Job, prior: std::sync::Arc<synth::Prior>| synth::SearchOptions {
@@ -268,7 +367,7 @@ fn compress_in_pool(
     let uniform = std::sync::Arc::new(synth::Prior::uniform());
     let prior = synth::resolve_prior(&opts.prior, &unique.iter().map(|j| view(j)).collect::<Vec<_>>(), &|i| {
         search_opts(unique[i], uniform.clone())
-    });
+    })?;
 
     // One program per tensor: imposed, a copy of a duplicate, or chosen.
     let chosen: Vec<(dsl::Node, bool, u64)> = jobs
@@ -278,15 +377,15 @@ fn compress_in_pool(
         .map(|(i, (j, dup))| {
             let view = view(j);
             if let Some(p) = forced.and_then(|f| f(i, &view)) {
-                return (p, true, 0);
+                return Ok((p, true, 0));
             }
             if let Some(k) = dup {
-                return (dsl::build::copy(*k as u32), true, 0);
+                return Ok((dsl::build::copy(*k as u32), true, 0));
             }
-            let c = synth::choose(&view, &search_opts(j, prior.clone()));
-            (c.program, false, c.standalone_estimate)
+            let c = synth::choose(&view, &search_opts(j, prior.clone()))?;
+            Ok((c.program, false, c.standalone_estimate))
         })
-        .collect();
+        .collect::<Result<_>>()?;
 
     // Chunk jobs, in index order: (tensor, byte start, byte end).
     let mut work: Vec<(usize, usize, usize)> = Vec::new();
@@ -299,77 +398,100 @@ fn compress_in_pool(
             s = e;
         }
     }
-    let encode_chunk = |program: &dsl::Node, i: usize, s: usize, e: usize| -> Result<Vec<u8>> {
+    let encode_chunk = |program: &dsl::Node, (i, s, e): (usize, usize, usize)| -> Result<Coded> {
         let j = &jobs[i];
-        let mut out = Vec::new();
+        let mut payload = Vec::new();
         if !program.reads_payload() {
-            return Ok(out);
+            return Ok((payload, None));
         }
         let ty = dsl::Ty::u(j.word_bits);
-        let stream = dsl::Stream::from_le_bytes(ty, &j.bytes[s..e])?;
+        let bytes = j.bytes.read(s, e)?;
+        let stream = dsl::Stream::from_le_bytes(ty, &bytes)?;
         let reference = match (&j.reference, program.uses_reference()) {
-            (Some((_, rb)), true) => Some(dsl::Stream::from_le_bytes(ty, &rb[s..e])?),
+            (Some((_, rb)), true) => Some(dsl::Stream::from_le_bytes(ty, &rb.read(s, e)?)?),
             _ => None,
         };
-        program.encode_at(&stream, &[], reference.as_ref(), (s / (j.word_bits / 8) as usize) as u64, &mut out)?;
-        Ok(out)
+        program.encode_at(&stream, &[], reference.as_ref(), (s / (j.word_bits / 8) as usize) as u64, &mut payload)?;
+        Ok((payload, Some(xxh3_64(&bytes))))
     };
-    let mut programs: Vec<dsl::Node> = chosen.iter().map(|c| c.0.clone()).collect();
-    let payloads: Vec<Result<Vec<u8>>> =
-        work.par_iter().map(|&(i, s, e)| encode_chunk(&programs[i], i, s, e)).collect();
+    // Chunks coded at once: enough to keep every thread busy, few enough for the memory limit.
+    let per_chunk = (opts.chunk_bytes as u64).saturating_mul(CHUNK_WORKING_SET).max(1);
+    let batch = ((opts.memory_limit / per_chunk) as usize).clamp(1, 4 * rayon::current_num_threads().max(1));
 
-    // A chunk that the program chosen on a sample cannot code sends its whole tensor to `raw`.
-    let mut failed = vec![false; jobs.len()];
-    for (w, p) in work.iter().zip(&payloads) {
-        if let Err(Error::Invalid(_)) = p {
-            if chosen[w.0].1 {
-                return Err(Error::invalid(format!("the program given for tensor {} does not apply", w.0)));
+    let mut programs: Vec<dsl::Node> = chosen.iter().map(|c| c.0.clone()).collect();
+    let mut chunks: Vec<Vec<ChunkEntry>> = vec![Vec::new(); jobs.len()];
+    let mut tensor_start = vec![container::HEADER_LEN as u64; jobs.len()];
+    let mut recoded = vec![false; jobs.len()];
+    let mut offset = container::HEADER_LEN as u64;
+    out.rewind()?;
+    out.write_all(&container::header())?;
+    // Writes one coded chunk of tensor `i` and records its entry.
+    let put = |out: &mut W, chunks: &mut Vec<ChunkEntry>, offset: &mut u64, w: (usize, usize, usize), c: Coded| {
+        let j = &jobs[w.0];
+        out.write_all(&c.0)?;
+        chunks.push(ChunkEntry {
+            offset: *offset,
+            len: c.0.len() as u64,
+            elems: ((w.2 - w.1) / (j.word_bits / 8) as usize) as u64,
+            checksum: c.1,
+        });
+        *offset += c.0.len() as u64;
+        Ok::<(), Error>(())
+    };
+    for part in work.chunks(batch) {
+        let coded: Vec<Result<Coded>> = part.par_iter().map(|&w| encode_chunk(&programs[w.0], w)).collect();
+        for (&w, c) in part.iter().zip(coded) {
+            let i = w.0;
+            if recoded[i] {
+                continue;
             }
-            failed[w.0] = true;
+            if w.1 == 0 {
+                tensor_start[i] = offset;
+            }
+            match c {
+                Ok(c) => put(out, &mut chunks[i], &mut offset, w, c)?,
+                // A chunk that the program chosen on a sample cannot code sends its whole tensor
+                // to `raw`: rewrite the tensor from its start.
+                Err(Error::Invalid(_)) if !chosen[i].1 => {
+                    programs[i] = dsl::build::raw();
+                    recoded[i] = true;
+                    offset = tensor_start[i];
+                    out.seek(std::io::SeekFrom::Start(offset))?;
+                    chunks[i].clear();
+                    let mine: Vec<_> = work.iter().copied().filter(|x| x.0 == i).collect();
+                    for again in mine.chunks(batch) {
+                        let coded: Vec<Result<Coded>> =
+                            again.par_iter().map(|&x| encode_chunk(&programs[i], x)).collect();
+                        for (&x, c) in again.iter().zip(coded) {
+                            put(out, &mut chunks[i], &mut offset, x, c?)?;
+                        }
+                    }
+                }
+                Err(Error::Invalid(_)) => {
+                    return Err(Error::invalid(format!("the program given for tensor {i} does not apply")))
+                }
+                Err(e) => return Err(e),
+            }
         }
     }
-    for (i, f) in failed.iter().enumerate() {
-        if *f {
-            programs[i] = dsl::build::raw();
-        }
-    }
-    let payloads: Vec<Vec<u8>> = work
-        .par_iter()
-        .zip(payloads)
-        .map(|(&(i, s, e), p)| if failed[i] { encode_chunk(&programs[i], i, s, e) } else { p })
-        .collect::<Result<Vec<_>>>()?;
 
     // Residue: everything outside tensors, in order.
     let mut residue = Vec::new();
-    let mut pos = 0usize;
+    let mut pos = 0u64;
     for j in &jobs {
-        residue.extend_from_slice(&input[pos..j.offset as usize]);
-        pos = j.offset as usize + j.bytes.len();
+        residue.extend_from_slice(&input.read(pos, (j.offset - pos) as usize)?);
+        pos = j.offset + j.bytes.len() as u64;
     }
-    residue.extend_from_slice(&input[pos..]);
+    residue.extend_from_slice(&input.read(pos, (input.len() - pos) as usize)?);
 
-    let mut offset = container::HEADER_LEN as u64;
     let mut tensors = Vec::with_capacity(jobs.len());
-    let mut k = 0;
-    for (i, j) in jobs.iter().enumerate() {
-        let mut chunks = Vec::new();
-        let reads = programs[i].reads_payload();
-        while k < work.len() && work[k].0 == i {
-            let (_, s, e) = work[k];
-            let len = if reads { payloads[k].len() as u64 } else { 0 };
-            chunks.push(ChunkEntry {
-                offset,
-                len,
-                elems: ((e - s) / (j.word_bits / 8) as usize) as u64,
-                checksum: reads.then(|| xxh3_64(&j.bytes[s..e])),
-            });
-            offset += len;
-            k += 1;
-        }
+    for ((i, j), chunks) in jobs.iter().enumerate().zip(chunks) {
         let reference = match (&j.reference, programs[i].uses_reference()) {
-            (Some((name, rb)), true) => {
-                Some(container::TensorRef { name: name.clone(), hash: xxh3_64(rb), standalone_estimate: chosen[i].2 })
-            }
+            (Some((name, rb)), true) => Some(container::TensorRef {
+                name: name.clone(),
+                hash: rb.xxh3_64(source::WINDOW)?,
+                standalone_estimate: chosen[i].2,
+            }),
             _ => None,
         };
         tensors.push(TensorEntry {
@@ -389,29 +511,17 @@ fn compress_in_pool(
     let uses_ref = tensors.iter().any(|t| t.reference.is_some());
     let index = Index {
         version: container::VERSION,
-        original_size: input.len() as u64,
-        original_hash: xxh3_64(input),
+        original_size: input.len(),
+        original_hash: input.all()?.xxh3_64(source::WINDOW)?,
         reference: refs.filter(|_| uses_ref).map(|r| r.identity()),
         chunk_bytes: opts.chunk_bytes as u64,
         residue,
         tensors,
     };
-    let out = container::write_archive(&index, &payloads)?;
-    if forced.is_some() {
-        // Imposed programs are not checked by the chooser (generators, copies): decode to prove them.
-        let back = match refs {
-            Some(r) => {
-                let mut a = Archive::open(&out)?;
-                a.set_reference(reference::Reference::new(r.original())?)?;
-                a.decompress(&DecodeOptions::default())
-            }
-            None => Archive::open(&out)?.decompress(&DecodeOptions::default()),
-        };
-        if !matches!(&back, Ok(b) if b == input) {
-            return Err(Error::invalid("an imposed program does not reproduce its tensor"));
-        }
-    }
-    Ok(out)
+    let tail = container::meta_and_footer(&index)?;
+    out.write_all(&tail)?;
+    out.flush()?;
+    Ok(offset + tail.len() as u64)
 }
 
 /// Decompresses a whole archive with default options.
@@ -433,9 +543,20 @@ pub fn decompress_with_ref(archive: &[u8], reference: &[u8], opts: &DecodeOption
     a.decompress(opts)
 }
 
+/// Decompresses the archive file `archive` into `output`, writing the original sequentially,
+/// with memory bounded by about `threads x chunk size` (and `opts.memory_limit`) plus the index,
+/// whatever the file size: the footer and the index are read first, then chunks are decoded a
+/// batch at a time in file order. With `opts.verify`, the whole-file checksum is computed as the
+/// bytes go out (a mismatch is an error after they are written: write to a temporary file).
+/// Returns the original's length.
+pub fn decompress_file(archive: &std::fs::File, output: &mut dyn std::io::Write, opts: &DecodeOptions) -> Result<u64> {
+    let a = Archive::open_source(Source::file(archive)?, opts.memory_limit)?;
+    a.decompress_to(output, opts)
+}
+
 /// An opened archive: its index, and random access to each tensor.
 pub struct Archive<'a> {
-    bytes: &'a [u8],
+    bytes: Source<'a>,
     index: Index,
     memory_limit: u64,
     reference: Option<reference::Reference<'a>>,
@@ -461,7 +582,12 @@ impl<'a> Archive<'a> {
     /// Opens an archive; `memory_limit` bounds what reading the index and decoding one tensor
     /// may allocate.
     pub fn open_with_limit(bytes: &'a [u8], memory_limit: u64) -> Result<Archive<'a>> {
-        Ok(Archive { bytes, index: container::read_index(bytes, memory_limit)?, memory_limit, reference: None })
+        Self::open_source(Source::Memory(bytes), memory_limit)
+    }
+
+    /// Opens an archive in memory or in a file (reading only its footer and index now).
+    pub fn open_source(bytes: Source<'a>, memory_limit: u64) -> Result<Archive<'a>> {
+        Ok(Archive { bytes, index: container::read_index_from(bytes, memory_limit)?, memory_limit, reference: None })
     }
 
     /// Supplies the reference the archive was made against (checked against its recorded identity).
@@ -612,5 +738,87 @@ impl<'a> Archive<'a> {
             return Err(Error::Checksum("whole file".into()));
         }
         Ok(())
+    }
+
+    /// Rebuilds the whole original file into `out`, sequentially: residue spans and chunks in
+    /// file order, decoding a batch of chunks at a time (as many as the threads and
+    /// `opts.memory_limit` allow). Returns the bytes written.
+    pub fn decompress_to(&self, out: &mut dyn std::io::Write, opts: &DecodeOptions) -> Result<u64> {
+        if self.reference.is_none() {
+            if let Some(e) = reference::missing(&self.index) {
+                return Err(e);
+            }
+        }
+        // The pieces of the original in file order: residue spans (of the residue), then chunks
+        // (tensor, chunk, bytes).
+        enum Piece {
+            Residue(usize, usize),
+            Chunk(usize, usize, usize),
+        }
+        let mut pieces = Vec::new();
+        let mut rpos = 0usize;
+        let mut pos = 0u64;
+        for (ti, t) in self.index.tensors.iter().enumerate() {
+            if t.offset > pos {
+                let n = (t.offset - pos) as usize;
+                pieces.push(Piece::Residue(rpos, rpos + n));
+                rpos += n;
+            }
+            for (ci, c) in t.chunks.iter().enumerate() {
+                pieces.push(Piece::Chunk(ti, ci, (c.elems * t.word_bytes()) as usize));
+            }
+            pos = t.offset + t.nbytes;
+        }
+        if self.index.original_size > pos {
+            pieces.push(Piece::Residue(rpos, rpos + (self.index.original_size - pos) as usize));
+        }
+
+        let pool = pool(opts.threads)?;
+        let threads = pool.current_num_threads().max(1);
+        let per_chunk = self.index.chunk_bytes.saturating_mul(CHUNK_WORKING_SET).max(1);
+        let batch = ((opts.memory_limit / per_chunk) as usize).clamp(1, 4 * threads);
+        let mut hash = xxhash_rust::xxh3::Xxh3::new();
+        let mut written = 0u64;
+        let mut emit = |b: &[u8]| -> Result<()> {
+            out.write_all(b)?;
+            if opts.verify {
+                hash.update(b);
+            }
+            written += b.len() as u64;
+            Ok(())
+        };
+        let mut k = 0;
+        while k < pieces.len() {
+            // Residue spans go out at once; then up to `batch` chunks are decoded together.
+            while let Some(Piece::Residue(a, b)) = pieces.get(k) {
+                emit(&self.index.residue[*a..*b])?;
+                k += 1;
+            }
+            let mut end = k;
+            while end < pieces.len() && end - k < batch && matches!(pieces[end], Piece::Chunk(..)) {
+                end += 1;
+            }
+            let decoded: Vec<Vec<u8>> = pool.install(|| {
+                pieces[k..end]
+                    .par_iter()
+                    .map(|p| match *p {
+                        Piece::Chunk(t, c, n) => {
+                            let mut buf = vec![0u8; n];
+                            self.decode_chunk(t, c, &mut buf).map(|_| buf)
+                        }
+                        Piece::Residue(..) => Err(Error::invalid("a residue span among chunks")),
+                    })
+                    .collect::<Result<_>>()
+            })?;
+            for d in decoded {
+                emit(&d)?;
+            }
+            k = end;
+        }
+        out.flush()?;
+        if opts.verify && hash.digest() != self.index.original_hash {
+            return Err(Error::Checksum("whole file".into()));
+        }
+        Ok(written)
     }
 }

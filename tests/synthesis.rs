@@ -52,11 +52,12 @@ fn first_release_candidates_are_derivable() {
         let data = data_for(dt.name(), n as usize, &mut rng, false);
         let reference = data_for(dt.name(), n as usize, &mut rng, false);
         let w = dt.bits().unwrap();
-        let mut t = TensorView { name: "w", dtype: &dt, shape: &shape, word_bits: w, bytes: &data, reference: None };
+        let mut t =
+            TensorView { name: "w", dtype: &dt, shape: &shape, word_bits: w, bytes: (&data).into(), reference: None };
         for c in synth::candidates(&t) {
             assert!(synth::derivable(&t, &c, synth::DEFAULT_DEPTH), "{}: {c} is not derivable", dt.name());
         }
-        t.reference = Some(&reference);
+        t.reference = Some((&reference).into());
         for c in synth::legacy::reference_candidates(&t).into_iter().filter(|c| c.to_string() != "copyref") {
             assert!(synth::derivable(&t, &c, synth::DEFAULT_DEPTH), "{}: {c} is not derivable", dt.name());
         }

@@ -7,7 +7,7 @@
 
 use clap::{Args, Parser, Subcommand};
 use std::collections::BTreeMap;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Mutex;
@@ -51,6 +51,12 @@ enum Cmd {
         /// decompressing will need it too.
         #[arg(long = "ref", value_name = "BASE")]
         reference: Option<PathBuf>,
+        /// Working memory to stay under, e.g. 64M or 2G (K, M, G: powers of 1024): bounds the
+        /// chunks in flight (about six chunk sizes each) and the index. Files are read and written
+        /// in windows, so the file size does not matter. Not applied to the reference of --ref,
+        /// which is read whole.
+        #[arg(long = "memory-limit", value_name = "SIZE", default_value = "1G", value_parser = parse_size)]
+        memory_limit: u64,
         #[command(flatten)]
         search: SearchArgs,
         #[command(flatten)]
@@ -86,6 +92,11 @@ enum Cmd {
         reference: Option<PathBuf>,
         #[arg(short, long)]
         force: bool,
+        /// Working memory to stay under, e.g. 64M (K, M, G: powers of 1024; default 1G): bounds
+        /// the chunks decoded at once and the index. The archive is read and the output written
+        /// in windows. With --ref, everything is in memory and this bounds the output instead.
+        #[arg(long = "memory-limit", value_name = "SIZE", value_parser = parse_size)]
+        memory_limit: Option<u64>,
         #[command(flatten)]
         common: Common,
     },
@@ -98,6 +109,9 @@ enum Cmd {
         /// The reference the archive was made against.
         #[arg(long = "ref", value_name = "BASE")]
         reference: Option<PathBuf>,
+        /// Working memory to stay under (as for decompress).
+        #[arg(long = "memory-limit", value_name = "SIZE", value_parser = parse_size)]
+        memory_limit: Option<u64>,
     },
 }
 
@@ -151,6 +165,19 @@ enum PriorCmd {
     },
 }
 
+/// A byte count with an optional binary suffix: 65536, 64K, 64M, 1G.
+fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (digits, shift) = match t.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&t[..i], 10),
+        Some((i, 'm' | 'M')) => (&t[..i], 20),
+        Some((i, 'g' | 'G')) => (&t[..i], 30),
+        _ => (t, 0),
+    };
+    let n: u64 = digits.parse().map_err(|_| format!("{s:?} is not a size (examples: 65536, 64K, 64M, 1G)"))?;
+    n.checked_mul(1 << shift).filter(|&v| v > 0).ok_or_else(|| format!("size {s:?} is zero or too large"))
+}
+
 /// The temporary output being written, removed by the Ctrl-C handler.
 static PENDING: Mutex<Option<PathBuf>> = Mutex::new(None);
 
@@ -202,6 +229,16 @@ impl std::ops::Deref for Input {
 
 /// Writes `data` to `out` atomically: temp file in the same folder, fsync, rename.
 fn write_atomic(out: &Path, force: bool, data: &[u8]) -> Result<(), String> {
+    write_atomic_with(out, force, |f| f.write_all(data).map_err(|e| format!("cannot write {}: {e}", out.display())))
+}
+
+/// Lets `fill` write `out` into a temporary file in the same folder, then fsyncs it and renames
+/// it into place; on an error (or Ctrl-C) the temporary file is removed and nothing is left.
+fn write_atomic_with(
+    out: &Path,
+    force: bool,
+    fill: impl FnOnce(&mut std::fs::File) -> Result<(), String>,
+) -> Result<(), String> {
     let dir = match out.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
@@ -213,7 +250,7 @@ fn write_atomic(out: &Path, force: bool, data: &[u8]) -> Result<(), String> {
         .map_err(|e| format!("cannot create a temporary file in {}: {e}", dir.display()))?;
     *PENDING.lock().unwrap() = Some(tmp.path().to_path_buf());
     let res = (|| {
-        tmp.write_all(data).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
+        fill(tmp.as_file_mut())?;
         tmp.as_file().sync_all().map_err(|e| format!("cannot sync {}: {e}", out.display()))?;
         if force {
             tmp.persist(out).map(|_| ()).map_err(|e| format!("cannot create {}: {}", out.display(), e.error))
@@ -251,19 +288,20 @@ fn mb(n: u64) -> String {
 
 fn run(cli: Cli) -> Result<ExitCode, String> {
     match cli.cmd {
-        Cmd::Compress { input, output, force, chunk_size, reference, search, common } => {
+        Cmd::Compress { input, output, force, chunk_size, reference, memory_limit, search, common } => {
             let out = output.unwrap_or_else(|| {
                 let mut s = input.clone().into_os_string();
                 s.push(".brv");
                 PathBuf::from(s)
             });
             check_output(&input, &out, force)?;
-            let data = read_input(&input)?;
+            let file = open(&input)?;
+            let size = file.metadata().map_err(|e| format!("cannot stat {}: {e}", input.display()))?.len();
             if chunk_size == 0 {
                 return Err("--chunk-size must be positive".into());
             }
-            if !common.quiet && data.len() > 64 << 20 {
-                eprint!("brevis: compressing {} ({})...\r", input.display(), mb(data.len() as u64));
+            if !common.quiet && size > 64 << 20 {
+                eprint!("brevis: compressing {} ({})...\r", input.display(), mb(size));
             }
             let t0 = Instant::now();
             if search.budget == 0 {
@@ -277,35 +315,46 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 depth: search.depth,
                 prior: search.prior()?,
                 stats: stats.clone(),
+                memory_limit,
                 ..Default::default()
             };
-            let archive = match &reference {
-                Some(r) => brevis::compress_with_ref(&data, &read_input(r)?, &opts),
-                None => brevis::compress(&data, &opts),
+            let mut archive_len = 0u64;
+            match &reference {
+                // Against a reference, the input and the reference are mapped whole.
+                Some(r) => {
+                    let data = read_input(&input)?;
+                    let archive =
+                        brevis::compress_with_ref(&data, &read_input(r)?, &opts).map_err(|e| e.to_string())?;
+                    archive_len = archive.len() as u64;
+                    write_atomic(&out, force, &archive)?;
+                }
+                None => write_atomic_with(&out, force, |f| {
+                    archive_len = brevis::compress_file(&file, f, &opts).map_err(|e| e.to_string())?;
+                    Ok(())
+                })?,
             }
-            .map_err(|e| e.to_string())?;
-            write_atomic(&out, force, &archive)?;
             if common.verbose {
-                print_programs(&archive)?;
+                let a = open(&out)?;
+                print_programs(brevis::source::Source::file(&a).map_err(|e| e.to_string())?)?;
             }
             if let (Some(st), false) = (&stats, common.quiet) {
                 let st: &brevis::synth::SearchStats = st;
                 eprintln!("{}", st.summary());
             }
             if !common.quiet {
-                let pct = if data.is_empty() { 0.0 } else { 100.0 * archive.len() as f64 / data.len() as f64 };
+                let pct = if size == 0 { 0.0 } else { 100.0 * archive_len as f64 / size as f64 };
                 eprintln!(
                     "{}: {} -> {} ({pct:.2}%) in {:.2} s => {}",
                     input.display(),
-                    mb(data.len() as u64),
-                    mb(archive.len() as u64),
+                    mb(size),
+                    mb(archive_len),
                     t0.elapsed().as_secs_f64(),
                     out.display()
                 );
             }
             Ok(ExitCode::SUCCESS)
         }
-        Cmd::Decompress { input, output, force, reference, common } => {
+        Cmd::Decompress { input, output, force, reference, memory_limit, common } => {
             let out = match output {
                 Some(o) => o,
                 None => match input.to_str().and_then(|s| s.strip_suffix(".brv")) {
@@ -314,21 +363,33 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 },
             };
             check_output(&input, &out, force)?;
-            let data = read_input(&input)?;
+            let file = open(&input)?;
+            let size = file.metadata().map_err(|e| format!("cannot stat {}: {e}", input.display()))?.len();
             let t0 = Instant::now();
-            let opts = brevis::DecodeOptions { threads: common.threads, ..Default::default() };
-            let original = match &reference {
-                Some(r) => brevis::decompress_with_ref(&data, &read_input(r)?, &opts),
-                None => brevis::decompress_with(&data, &opts),
+            let opts = decode_options(common.threads, memory_limit, reference.is_some());
+            let mut original_len = 0u64;
+            match &reference {
+                // Against a reference, the archive, the reference and the output are in memory.
+                Some(r) => {
+                    let data = read_input(&input)?;
+                    let original = brevis::decompress_with_ref(&data, &read_input(r)?, &opts)
+                        .map_err(|e| format!("{}: {e}", input.display()))?;
+                    original_len = original.len() as u64;
+                    write_atomic(&out, force, &original)?;
+                }
+                None => write_atomic_with(&out, force, |f| {
+                    let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
+                    original_len = brevis::decompress_file(&file, &mut w, &opts)
+                        .map_err(|e| format!("{}: {e}", input.display()))?;
+                    w.flush().map_err(|e| format!("cannot write {}: {e}", out.display()))
+                })?,
             }
-            .map_err(|e| format!("{}: {e}", input.display()))?;
-            write_atomic(&out, force, &original)?;
             if !common.quiet {
                 eprintln!(
                     "{}: {} -> {} in {:.2} s => {}",
                     input.display(),
-                    mb(data.len() as u64),
-                    mb(original.len() as u64),
+                    mb(size),
+                    mb(original_len),
                     t0.elapsed().as_secs_f64(),
                     out.display()
                 );
@@ -390,33 +451,113 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Inspect { archive } => {
-            let data = read_input(&archive)?;
-            print_programs(&data)?;
+            let a = open(&archive)?;
+            print_programs(brevis::source::Source::file(&a).map_err(|e| e.to_string())?)?;
             Ok(ExitCode::SUCCESS)
         }
-        Cmd::Verify { archive, original, reference } => {
-            let data = read_input(&archive)?;
-            let opts = brevis::DecodeOptions::default();
-            let restored = match &reference {
-                Some(r) => brevis::decompress_with_ref(&data, &read_input(r)?, &opts),
-                None => brevis::decompress_with(&data, &opts),
-            }
-            .map_err(|e| format!("{}: {e}", archive.display()))?;
-            if let Some(orig) = original {
-                let o = read_input(&orig)?;
-                if *o != restored[..] {
-                    let at = o.iter().zip(&restored).position(|(a, b)| a != b).unwrap_or(o.len().min(restored.len()));
-                    return Err(format!("{} differs from {} at byte {at}", archive.display(), orig.display()));
+        Cmd::Verify { archive, original, reference, memory_limit } => {
+            let opts = decode_options(0, memory_limit, reference.is_some());
+            // The restored bytes are compared with ORIGINAL as they come (or just counted).
+            let mut check = Compare::new(original.as_deref().map(open).transpose()?);
+            let res = match &reference {
+                Some(r) => {
+                    let data = read_input(&archive)?;
+                    brevis::decompress_with_ref(&data, &read_input(r)?, &opts).and_then(|restored| {
+                        check.write_all(&restored).map(|_| restored.len() as u64).map_err(Into::into)
+                    })
                 }
+                None => brevis::decompress_file(&open(&archive)?, &mut check, &opts),
+            };
+            if let (Some(orig), Some(at)) = (&original, check.differs_at()) {
+                return Err(format!("{} differs from {} at byte {at}", archive.display(), orig.display()));
             }
-            println!("{}: OK ({} restored, all checksums match)", archive.display(), mb(restored.len() as u64));
+            let restored = res.map_err(|e| format!("{}: {e}", archive.display()))?;
+            if let (Some(orig), Some(at)) = (&original, check.finish().map_err(|e| e.to_string())?) {
+                return Err(format!("{} differs from {} at byte {at}", archive.display(), orig.display()));
+            }
+            println!("{}: OK ({} restored, all checksums match)", archive.display(), mb(restored));
             Ok(ExitCode::SUCCESS)
         }
     }
 }
 
-fn print_programs(archive: &[u8]) -> Result<(), String> {
-    let a = brevis::Archive::open(archive).map_err(|e| e.to_string())?;
+/// Decoding options: the streaming path's memory limit defaults to 1 GiB; the in-memory path
+/// (--ref) keeps the library's default bound on the output.
+fn decode_options(threads: usize, memory_limit: Option<u64>, in_memory: bool) -> brevis::DecodeOptions {
+    let d = brevis::DecodeOptions::default();
+    let fallback = if in_memory { d.memory_limit } else { brevis::DEFAULT_MEMORY_LIMIT };
+    brevis::DecodeOptions { threads, memory_limit: memory_limit.unwrap_or(fallback), ..d }
+}
+
+fn open(path: &Path) -> Result<std::fs::File, String> {
+    std::fs::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))
+}
+
+/// A writer that compares what it is given with a file read sequentially (or only counts it),
+/// remembering the first differing byte.
+struct Compare {
+    original: Option<std::io::BufReader<std::fs::File>>,
+    pos: u64,
+    differs: Option<u64>,
+    buf: Vec<u8>,
+}
+
+impl Compare {
+    fn new(original: Option<std::fs::File>) -> Compare {
+        Compare {
+            original: original.map(|f| std::io::BufReader::with_capacity(1 << 20, f)),
+            pos: 0,
+            differs: None,
+            buf: Vec::new(),
+        }
+    }
+
+    fn differs_at(&self) -> Option<u64> {
+        self.differs
+    }
+
+    /// The first differing byte, counting an original longer than what was written.
+    fn finish(mut self) -> std::io::Result<Option<u64>> {
+        if self.differs.is_none() {
+            if let Some(o) = &mut self.original {
+                if o.read(&mut [0u8; 1])? > 0 {
+                    self.differs = Some(self.pos);
+                }
+            }
+        }
+        Ok(self.differs)
+    }
+}
+
+impl Write for Compare {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        if let (None, Some(o)) = (self.differs, &mut self.original) {
+            self.buf.resize(data.len(), 0);
+            let mut got = 0;
+            while got < data.len() {
+                match o.read(&mut self.buf[got..])? {
+                    0 => break,
+                    n => got += n,
+                }
+            }
+            if let Some(i) = data[..got].iter().zip(&self.buf[..got]).position(|(a, b)| a != b) {
+                self.differs = Some(self.pos + i as u64);
+            } else if got < data.len() {
+                self.differs = Some(self.pos + got as u64);
+            }
+        }
+        self.pos += data.len() as u64;
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn print_programs(archive: brevis::source::Source) -> Result<(), String> {
+    let a = brevis::Archive::open_source(archive, brevis::DecodeOptions::default().memory_limit)
+        .map_err(|e| e.to_string())?;
     let mut stdout = std::io::stdout().lock();
     let mut shapes: BTreeMap<String, (usize, u64, u64)> = BTreeMap::new();
     let (mut orig, mut comp) = (0u64, 0u64);
@@ -485,7 +626,7 @@ fn print_programs(archive: &[u8]) -> Result<(), String> {
         pct(comp, orig),
         total,
         archive.len(),
-        pct(archive.len() as u64, total)
+        pct(archive.len(), total)
     );
     Ok(())
 }

@@ -9,6 +9,7 @@
 use crate::coder::bitio::{put_bytes, put_varint, ByteReader};
 use crate::dsl::{Env, Node, Stream, Ty};
 use crate::error::{Error, Result};
+use crate::source::Source;
 use xxhash_rust::xxh3::xxh3_64;
 
 pub mod header_model;
@@ -324,34 +325,57 @@ impl Index {
 /// Assembles an archive: header, payloads (in index order, as the index's chunk lengths say),
 /// meta, footer.
 pub fn write_archive(index: &Index, payloads: &[Vec<u8>]) -> Result<Vec<u8>> {
-    let mut meta_raw = Vec::new();
-    index.write(&mut meta_raw);
-    let meta = zstd::bulk::Compressor::with_dictionary(META_LEVEL, META_DICT)?.compress(&meta_raw)?;
+    let tail = meta_and_footer(index)?;
     let total: usize = payloads.iter().map(|p| p.len()).sum::<usize>();
-    let mut out = Vec::with_capacity(HEADER_LEN + total + meta.len() + FOOTER_LEN);
-    out.extend_from_slice(&MAGIC);
-    out.extend_from_slice(&VERSION.to_le_bytes());
-    out.extend_from_slice(&[0u8; 6]);
+    let mut out = Vec::with_capacity(HEADER_LEN + total + tail.len());
+    out.extend_from_slice(&header());
     for p in payloads {
         out.extend_from_slice(p);
     }
-    out.extend_from_slice(&meta);
-    out.extend_from_slice(&(meta.len() as u64).to_le_bytes());
+    out.extend_from_slice(&tail);
+    Ok(out)
+}
+
+/// The 16-byte archive header of this format version.
+pub fn header() -> [u8; HEADER_LEN] {
+    let mut h = [0u8; HEADER_LEN];
+    h[..8].copy_from_slice(&MAGIC);
+    h[8..10].copy_from_slice(&VERSION.to_le_bytes());
+    h
+}
+
+/// What follows the payloads: the meta frame (index and residue) and the footer. A streaming
+/// writer writes the header, then the payloads as they are made, then this.
+pub fn meta_and_footer(index: &Index) -> Result<Vec<u8>> {
+    let mut meta_raw = Vec::new();
+    index.write(&mut meta_raw);
+    let mut out = zstd::bulk::Compressor::with_dictionary(META_LEVEL, META_DICT)?.compress(&meta_raw)?;
+    let meta_len = out.len() as u64;
+    let meta_hash = xxh3_64(&out);
+    out.extend_from_slice(&meta_len.to_le_bytes());
     out.extend_from_slice(&(meta_raw.len() as u64).to_le_bytes());
-    out.extend_from_slice(&xxh3_64(&meta).to_le_bytes());
+    out.extend_from_slice(&meta_hash.to_le_bytes());
     out.extend_from_slice(&END_MAGIC);
     Ok(out)
 }
 
 /// Reads and validates the header, footer and meta block. `memory_limit` bounds the decoded meta.
 pub fn read_index(archive: &[u8], memory_limit: u64) -> Result<Index> {
-    if archive.len() < HEADER_LEN + FOOTER_LEN {
-        return Err(Error::corrupt(if archive.len() >= 8 && archive[..8] == MAGIC {
+    read_index_from(Source::Memory(archive), memory_limit)
+}
+
+/// [`read_index`] from any source: reads only the header, the footer and the meta frame.
+pub fn read_index_from(src: Source, memory_limit: u64) -> Result<Index> {
+    let len = src.len();
+    if len < (HEADER_LEN + FOOTER_LEN) as u64 {
+        let head = src.read(0, len.min(8) as usize)?;
+        return Err(Error::corrupt(if head.len() >= 8 && head[..8] == MAGIC {
             "archive is truncated"
         } else {
             "not a Brevis archive (too short)"
         }));
     }
+    let archive = src.read(0, HEADER_LEN)?;
     if archive[..8] != MAGIC {
         return Err(Error::corrupt("not a Brevis archive (bad magic number)"));
     }
@@ -364,26 +388,31 @@ pub fn read_index(archive: &[u8], memory_limit: u64) -> Result<Index> {
     if archive[10..16] != [0u8; 6] {
         return Err(Error::corrupt("reserved header bytes are not zero"));
     }
-    let foot = &archive[archive.len() - FOOTER_LEN..];
+    let body_end = len - FOOTER_LEN as u64;
+    let foot = src.read(body_end, FOOTER_LEN)?;
     if foot[24..] != END_MAGIC {
         return Err(Error::corrupt("archive is truncated or its footer is damaged"));
     }
     let word = |i: usize| u64::from_le_bytes(foot[8 * i..8 * i + 8].try_into().unwrap());
     let (meta_len, meta_raw_len, meta_hash) = (word(0), word(1), word(2));
-    let body_end = (archive.len() - FOOTER_LEN) as u64;
     if meta_len > body_end - HEADER_LEN as u64 {
         return Err(Error::corrupt("index length out of range"));
     }
-    let meta_start = (body_end - meta_len) as usize;
-    let meta = &archive[meta_start..body_end as usize];
-    if xxh3_64(meta) != meta_hash {
+    // A file's meta frame is read into memory: bound it first (a zstd frame is at most a little
+    // larger than what it holds, which the limit bounds below).
+    if matches!(src, Source::File { .. }) && meta_len > memory_limit.saturating_add(1 << 20) {
+        return Err(Error::Limit(format!("archive index of {meta_len} bytes")));
+    }
+    let meta_start = body_end - meta_len;
+    let meta = src.read(meta_start, meta_len as usize)?;
+    if xxh3_64(&meta) != meta_hash {
         return Err(Error::Checksum("archive index".into()));
     }
     if meta_raw_len > MAX_META_BYTES || meta_raw_len > memory_limit {
         return Err(Error::Limit(format!("archive index of {meta_raw_len} bytes")));
     }
-    let raw = zstd_decode_dict(meta, meta_raw_len as usize)?;
-    Index::read(&raw, version, meta_start as u64, memory_limit)
+    let raw = zstd_decode_dict(&meta, meta_raw_len as usize)?;
+    Index::read(&raw, version, meta_start, memory_limit)
 }
 
 /// Supplies chunk `c` of the reference tensor of a tensor coded against a reference.
@@ -391,7 +420,7 @@ pub type RefChunks<'r> = &'r (dyn Fn(&TensorEntry, usize) -> Result<Stream> + Sy
 
 /// Decodes chunk `c` of tensor `t` into `out` (exactly the chunk's bytes) and verifies it.
 pub fn decode_chunk(
-    archive: &[u8],
+    archive: Source,
     index: &Index,
     t: usize,
     c: usize,
@@ -408,7 +437,7 @@ pub fn decode_chunk(
 }
 
 fn chunk_stream(
-    archive: &[u8],
+    archive: Source,
     index: &Index,
     t: usize,
     c: usize,
@@ -418,7 +447,8 @@ fn chunk_stream(
     let tensor = &index.tensors[t];
     let chunk = &tensor.chunks[c];
     let elem_offset: u64 = tensor.chunks[..c].iter().map(|k| k.elems).sum();
-    let payload = &archive[chunk.offset as usize..(chunk.offset + chunk.len) as usize];
+    let payload =
+        archive.read(chunk.offset, usize::try_from(chunk.len).map_err(|_| Error::corrupt("chunk too large"))?)?;
     let copy = |src: u32| -> Result<Stream> {
         let src = src as usize;
         if src >= t || depth > 64 {
@@ -451,7 +481,7 @@ fn chunk_stream(
         }
     };
     let env = Env { elem_offset, copy: &copy, reference: reference.as_ref() };
-    let mut r = ByteReader::new(payload);
+    let mut r = ByteReader::new(&payload);
     let n = usize::try_from(chunk.elems).map_err(|_| Error::corrupt("chunk too large"))?;
     let s = tensor.program.decode(Ty::u(tensor.word_bits), n, &mut r, &[], &env).map_err(|e| match e {
         Error::Corrupt(m) => Error::Corrupt(format!("tensor {:?}, chunk {c}: {m}", tensor.name)),

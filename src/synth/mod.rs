@@ -23,15 +23,19 @@ pub use legacy::candidates;
 pub use prior::Prior;
 
 use crate::dsl::build::*;
-use crate::dsl::ops::gen::{Arange, Const};
+use crate::dsl::ops::gen::Arange;
 use crate::dsl::{Node, Op, Stream, Ty};
+use crate::error::Result;
+use crate::source::{Bytes, WINDOW};
 use crate::tensor::DType;
 use features::Features;
 use grammar::TensorCtx;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
-/// What the chooser knows about a tensor.
+/// What the chooser knows about a tensor. Its bytes are read in windows (a sample, and
+/// sequential passes for generators and data-dependent programs), never all at once, so a
+/// tensor larger than memory can be chosen for.
 #[derive(Clone, Copy)]
 pub struct TensorView<'a> {
     /// The tensor's name (only generic words in it are used, to guess its role).
@@ -39,9 +43,9 @@ pub struct TensorView<'a> {
     pub dtype: &'a DType,
     pub shape: &'a [u64],
     pub word_bits: u32,
-    pub bytes: &'a [u8],
+    pub bytes: Bytes<'a>,
     /// The matching tensor of the reference (same byte length), if compressing against one.
-    pub reference: Option<&'a [u8]>,
+    pub reference: Option<Bytes<'a>>,
 }
 
 /// What the chooser picked.
@@ -212,47 +216,100 @@ fn tensor_ctx(t: &TensorView, depth: usize, has_ref: bool) -> TensorCtx {
 }
 
 /// Picks the program for a tensor: a generator if one fits the whole tensor, else the search's
-/// best program by exact encoded size on the sample.
-pub fn choose(t: &TensorView, opts: &SearchOptions) -> Choice {
-    choose_traced(t, opts).0
+/// best program by exact encoded size on the sample. Reads the tensor in windows; an error
+/// only when reading it fails (never for a tensor in memory).
+pub fn choose(t: &TensorView, opts: &SearchOptions) -> Result<Choice> {
+    Ok(choose_traced(t, opts)?.0)
+}
+
+/// The element count of a tensor whose byte length is a whole number of words (else None: such
+/// a tensor is coded `raw`).
+fn whole_elems(t: &TensorView) -> Option<usize> {
+    let wb = (t.word_bits as usize / 8).max(1);
+    (t.bytes.len() % wb == 0).then_some(t.bytes.len() / wb)
+}
+
+/// `const` when every word of the tensor is the same, else `arange` when the words are an
+/// arithmetic progression (as `Const::fits` and `Arange::fits` decide on the whole tensor),
+/// checked over windows.
+fn generator(bytes: &Bytes, ty: Ty) -> Result<Option<Node>> {
+    let wb = ty.container_bytes();
+    let n = bytes.len() / wb;
+    let head = Stream::from_le_bytes(ty, &bytes.read(0, n.min(2) * wb)?)?;
+    let (start, m) = (head.get(0), ty.mask());
+    let (mut konst_ok, mut arange_ok) = (true, n >= 2);
+    let a = Arange { start, step: if n >= 2 { head.get(1).wrapping_sub(start) & m } else { 0 } };
+    let step = (WINDOW / wb).max(1) * wb;
+    let mut err = None;
+    bytes.each_window(step, |pos, w| {
+        let x = match Stream::from_le_bytes(ty, w) {
+            Ok(x) => x,
+            Err(e) => {
+                err = Some(e);
+                return false;
+            }
+        };
+        let first = (pos / wb) as u64;
+        konst_ok = konst_ok && x.iter().all(|v| v == start);
+        arange_ok = arange_ok
+            && x.iter().enumerate().all(|(i, v)| start.wrapping_add(a.step.wrapping_mul(first + i as u64)) & m == v);
+        konst_ok || arange_ok
+    })?;
+    if let Some(e) = err {
+        return Err(e);
+    }
+    Ok(if konst_ok {
+        Some(konst(start))
+    } else if arange_ok {
+        Some(arange(a.start, a.step))
+    } else {
+        None
+    })
+}
+
+/// The words of `bytes` (of type `ty`) at `positions` (element ranges), in order.
+fn read_sample(bytes: &Bytes, ty: Ty, positions: &[std::ops::Range<usize>]) -> Result<Stream> {
+    let wb = ty.container_bytes();
+    let mut raw = Vec::with_capacity(positions.iter().map(|r| r.len() * wb).sum());
+    for r in positions {
+        raw.extend_from_slice(&bytes.read(r.start * wb, r.end * wb)?);
+    }
+    Stream::from_le_bytes(ty, &raw)
 }
 
 /// `choose`, also returning the winner's derivation (for learning a prior).
-fn choose_traced(t: &TensorView, opts: &SearchOptions) -> (Choice, Vec<(u32, String, String)>) {
+fn choose_traced(t: &TensorView, opts: &SearchOptions) -> Result<(Choice, Vec<(u32, String, String)>)> {
     let started = std::time::Instant::now();
-    let plain = |program| (Choice { program, standalone_estimate: 0 }, Vec::new());
+    let plain = |program| Ok((Choice { program, standalone_estimate: 0 }, Vec::new()));
     let ty = Ty::u(t.word_bits);
-    let whole = match Stream::from_le_bytes(ty, t.bytes) {
-        Ok(s) => s,
-        Err(_) => return plain(raw()),
+    let n = match whole_elems(t) {
+        Some(n) if n > 0 => n,
+        _ => return plain(raw()),
     };
-    if whole.is_empty() {
-        return plain(raw());
+    if let Some(g) = generator(&t.bytes, ty)? {
+        return plain(g);
     }
-    if let Some(c) = Const::fits(&whole) {
-        return plain(konst(c.value));
-    }
-    if let Some(a) = Arange::fits(&whole) {
-        return plain(arange(a.start, a.step));
-    }
-    let reference = t.reference.and_then(|b| Stream::from_le_bytes(ty, b).ok()).filter(|r| r.len() == whole.len());
+    let reference = t.reference.filter(|r| r.len() == t.bytes.len());
     let want = opts.sample_elems.min(opts.chunk_elems).max(1);
-    let positions = sample_positions(whole.len(), want);
-    let sample = pick(&whole, &positions);
-    if reference.as_ref() == Some(&whole) {
-        // The reference holds this very tensor: copy it, and measure the best standalone program
-        // so that `inspect` can say what the copy saves.
-        let alone = TensorView { reference: None, ..*t };
-        let program = choose(&alone, opts).program;
-        let mut buf = Vec::new();
-        let bytes = match program.encode(&sample, &[], &mut buf) {
-            Ok(()) => buf.len(),
-            Err(_) => t.bytes.len(),
-        };
-        let estimate = (bytes as f64 * whole.len() as f64 / sample.len() as f64) as u64;
-        return (Choice { program: copyref(), standalone_estimate: estimate }, Vec::new());
+    let positions = sample_positions(n, want);
+    let sample = read_sample(&t.bytes, ty, &positions)?;
+    if let Some(r) = &reference {
+        if r.same_as(&t.bytes, WINDOW)? {
+            // The reference holds this very tensor: copy it, and measure the best standalone
+            // program so that `inspect` can say what the copy saves.
+            let alone = TensorView { reference: None, ..*t };
+            let program = choose(&alone, opts)?.program;
+            let mut buf = Vec::new();
+            let bytes = match program.encode(&sample, &[], &mut buf) {
+                Ok(()) => buf.len(),
+                Err(_) => t.bytes.len(),
+            };
+            let estimate = (bytes as f64 * n as f64 / sample.len() as f64) as u64;
+            return Ok((Choice { program: copyref(), standalone_estimate: estimate }, Vec::new()));
+        }
     }
-    let (rsample, screen, rscreen) = screens(&sample, &positions, reference.as_ref());
+    let rsample = reference.as_ref().map(|r| read_sample(r, ty, &positions)).transpose()?;
+    let (screen, rscreen) = screens(&sample, rsample.as_ref());
     let tctx = tensor_ctx(t, opts.depth, reference.is_some());
     let mut s = search::Search::new(&tctx, &opts.prior, screen.clone(), rscreen);
     s.run(opts.budget);
@@ -272,14 +329,19 @@ fn choose_traced(t: &TensorView, opts: &SearchOptions) -> (Choice, Vec<(u32, Str
         found.iter().enumerate().map(|(i, f)| (f.bytes, i)).collect()
     };
     ranked.sort();
-    let scale = |bytes: usize| (bytes as f64 * whole.len() as f64 / sample.len() as f64) as u64;
+    let scale = |bytes: usize| (bytes as f64 * n as f64 / sample.len() as f64) as u64;
     let alone = ranked
         .iter()
         .find(|r| !found[r.1].program.uses_reference())
         .map(|r| scale(r.0))
         .unwrap_or(t.bytes.len() as u64);
-    let winner =
-        ranked.iter().find(|r| applies_whole(&found[r.1].program, &whole, reference.as_ref(), opts.chunk_elems));
+    let mut winner = None;
+    for r in &ranked {
+        if applies_whole(&found[r.1].program, &t.bytes, reference.as_ref(), ty, opts.chunk_elems)? {
+            winner = Some(r);
+            break;
+        }
+    }
     if let Some(st) = &opts.stats {
         st.search_ns.fetch_add(started.elapsed().as_nanos() as u64, Relaxed);
     }
@@ -287,24 +349,19 @@ fn choose_traced(t: &TensorView, opts: &SearchOptions) -> (Choice, Vec<(u32, Str
         Some(&(_, i)) => {
             let f = &found[i];
             let standalone_estimate = if f.program.uses_reference() { alone } else { 0 };
-            (Choice { program: f.program.clone(), standalone_estimate }, f.derivation.clone())
+            Ok((Choice { program: f.program.clone(), standalone_estimate }, f.derivation.clone()))
         }
         None => plain(raw()),
     }
 }
 
-/// The reference's sample at `positions`, the screen (a smaller sample of `sample`, on which the
-/// search runs) and the reference's screen.
-fn screens(
-    sample: &Stream,
-    positions: &[std::ops::Range<usize>],
-    reference: Option<&Stream>,
-) -> (Option<Stream>, Stream, Option<Stream>) {
-    let rsample = reference.map(|r| pick(r, positions));
+/// The screen (a smaller sample of `sample`, on which the search runs) and the reference's
+/// screen (the same positions of the reference's sample).
+fn screens(sample: &Stream, rsample: Option<&Stream>) -> (Stream, Option<Stream>) {
     let screen_pos = sample_positions(sample.len(), SCREEN_ELEMS);
     let screen = pick(sample, &screen_pos);
-    let rscreen = rsample.as_ref().map(|r| pick(r, &screen_pos));
-    (rsample, screen, rscreen)
+    let rscreen = rsample.map(|r| pick(r, &screen_pos));
+    (screen, rscreen)
 }
 
 /// Elements of the screening sample, on which the search runs.
@@ -326,18 +383,25 @@ fn rank(cands: Vec<&Node>, sample: &Stream, reference: Option<&Stream>) -> Vec<(
 }
 
 /// Whether a program whose applicability depends on the data (a constant below the root, a
-/// dictionary) applies to every chunk of the whole tensor, not just to the sample.
-fn applies_whole(p: &Node, whole: &Stream, reference: Option<&Stream>, chunk_elems: usize) -> bool {
+/// dictionary) applies to every chunk of the whole tensor, not just to the sample. Reads the
+/// tensor (and its reference) one chunk at a time.
+fn applies_whole(p: &Node, whole: &Bytes, reference: Option<&Bytes>, ty: Ty, chunk_elems: usize) -> Result<bool> {
     if !search::data_dependent(p, true) {
-        return true;
+        return Ok(true);
     }
-    let step = chunk_elems.max(1);
-    (0..whole.len()).step_by(step).all(|s| {
-        let r = s..(s + step).min(whole.len());
-        let x = pick(whole, std::slice::from_ref(&r));
-        let rr = reference.map(|f| pick(f, std::slice::from_ref(&r)));
-        applies(p, &x, rr.as_ref())
-    })
+    let wb = ty.container_bytes();
+    let step = chunk_elems.max(1) * wb;
+    let mut s = 0;
+    while s < whole.len() {
+        let e = (s + step).min(whole.len());
+        let x = Stream::from_le_bytes(ty, &whole.read(s, e)?)?;
+        let rr = reference.map(|f| f.read(s, e).and_then(|b| Stream::from_le_bytes(ty, &b))).transpose()?;
+        if !applies(p, &x, rr.as_ref()) {
+            return Ok(false);
+        }
+        s = e;
+    }
+    Ok(true)
 }
 
 /// Runs the transforms of `p` forward over `x` and checks constants and dictionaries.
@@ -414,7 +478,7 @@ pub fn learning_sample(tensors: &[TensorView]) -> Vec<usize> {
 /// Learns a prior: a wider search (budget `LEARN_BUDGET`, uniform prior) on the tensors of
 /// `learning_sample`, counting every production of each winning program in its context.
 /// `opts(i)` gives the search options of tensor `i`. Deterministic whatever the thread count.
-pub fn learn_prior(tensors: &[TensorView], opts: &(dyn Fn(usize) -> SearchOptions + Sync)) -> Prior {
+pub fn learn_prior(tensors: &[TensorView], opts: &(dyn Fn(usize) -> SearchOptions + Sync)) -> Result<Prior> {
     use rayon::prelude::*;
     let started = std::time::Instant::now();
     let picked = learning_sample(tensors);
@@ -423,9 +487,9 @@ pub fn learn_prior(tensors: &[TensorView], opts: &(dyn Fn(usize) -> SearchOption
         .par_iter()
         .map(|&i| {
             let o = SearchOptions { budget: LEARN_BUDGET, prior: uniform.clone(), stats: None, ..opts(i) };
-            (i, learn_one(&tensors[i], &o))
+            Ok((i, learn_one(&tensors[i], &o)?))
         })
-        .collect();
+        .collect::<Result<_>>()?;
     let mut prior = Prior::uniform();
     for (i, programs) in &derivations {
         let t = &tensors[*i];
@@ -444,7 +508,7 @@ pub fn learn_prior(tensors: &[TensorView], opts: &(dyn Fn(usize) -> SearchOption
         st.learn_ns.fetch_add(started.elapsed().as_nanos() as u64, Relaxed);
         st.prior_entries.store(prior.len() as u64, Relaxed);
     }
-    prior
+    Ok(prior)
 }
 
 /// (hole width, parent context, label) of each production of a program.
@@ -457,20 +521,26 @@ pub const LEARN_TEMPERATURE: f64 = 0.01;
 const LEARN_PROGRAMS: usize = 16;
 
 /// The wider search on one tensor: its best programs on the screen, with learning weights.
-fn learn_one(t: &TensorView, opts: &SearchOptions) -> Vec<(f64, Derivation)> {
+fn learn_one(t: &TensorView, opts: &SearchOptions) -> Result<Vec<(f64, Derivation)>> {
     let ty = Ty::u(t.word_bits);
-    let Ok(whole) = Stream::from_le_bytes(ty, t.bytes) else { return Vec::new() };
-    if whole.is_empty() || Const::fits(&whole).is_some() || Arange::fits(&whole).is_some() {
-        return Vec::new();
+    let n = match whole_elems(t) {
+        Some(n) if n > 0 => n,
+        _ => return Ok(Vec::new()),
+    };
+    if generator(&t.bytes, ty)?.is_some() {
+        return Ok(Vec::new());
     }
-    let reference = t.reference.and_then(|b| Stream::from_le_bytes(ty, b).ok()).filter(|r| r.len() == whole.len());
-    if reference.as_ref() == Some(&whole) {
-        return Vec::new();
+    let reference = t.reference.filter(|r| r.len() == t.bytes.len());
+    if let Some(r) = &reference {
+        if r.same_as(&t.bytes, WINDOW)? {
+            return Ok(Vec::new());
+        }
     }
     let want = opts.sample_elems.min(opts.chunk_elems).max(1);
-    let positions = sample_positions(whole.len(), want);
-    let sample = pick(&whole, &positions);
-    let (rsample, screen, rscreen) = screens(&sample, &positions, reference.as_ref());
+    let positions = sample_positions(n, want);
+    let sample = read_sample(&t.bytes, ty, &positions)?;
+    let rsample = reference.as_ref().map(|r| read_sample(r, ty, &positions)).transpose()?;
+    let (screen, rscreen) = screens(&sample, rsample.as_ref());
     let tctx = tensor_ctx(t, opts.depth, reference.is_some());
     let mut s = search::Search::new(&tctx, &opts.prior, screen.clone(), rscreen);
     s.run(opts.budget);
@@ -482,13 +552,16 @@ fn learn_one(t: &TensorView, opts: &SearchOptions) -> Vec<(f64, Derivation)> {
     } else {
         found.iter().enumerate().map(|(i, f)| (f.bytes, i)).collect()
     };
-    let Some(best) = sized.iter().map(|s| s.0).min() else { return Vec::new() };
+    let Some(best) = sized.iter().map(|s| s.0).min() else { return Ok(Vec::new()) };
     let w: Vec<(f64, usize)> = sized
         .iter()
         .map(|&(b, i)| ((-((b - best) as f64) / (LEARN_TEMPERATURE * best.max(1) as f64)).exp(), i))
         .collect();
     let total: f64 = w.iter().map(|x| x.0).sum();
-    w.into_iter().filter(|(w, _)| *w / total > 1e-3).map(|(w, i)| (w / total, found[i].derivation.clone())).collect()
+    Ok(w.into_iter()
+        .filter(|(w, _)| *w / total > 1e-3)
+        .map(|(w, i)| (w / total, found[i].derivation.clone()))
+        .collect())
 }
 
 /// The prior that `source` stands for on these tensors (learning it if asked to).
@@ -496,12 +569,12 @@ pub fn resolve_prior(
     source: &PriorSource,
     tensors: &[TensorView],
     opts: &(dyn Fn(usize) -> SearchOptions + Sync),
-) -> Arc<Prior> {
-    match source {
-        PriorSource::Learn => Arc::new(learn_prior(tensors, opts)),
+) -> Result<Arc<Prior>> {
+    Ok(match source {
+        PriorSource::Learn => Arc::new(learn_prior(tensors, opts)?),
         PriorSource::Uniform => Arc::new(Prior::uniform()),
         PriorSource::Given(p) => p.clone(),
-    }
+    })
 }
 
 /// Whether the search can build `program` for this tensor: every node is a production that
@@ -509,8 +582,9 @@ pub fn resolve_prior(
 #[doc(hidden)]
 pub fn derivable(t: &TensorView, program: &Node, depth: usize) -> bool {
     let ty = Ty::u(t.word_bits);
-    let Ok(whole) = Stream::from_le_bytes(ty, t.bytes) else { return false };
-    let reference = t.reference.and_then(|b| Stream::from_le_bytes(ty, b).ok());
+    let read = |b: &Bytes| b.read_all().ok().and_then(|b| Stream::from_le_bytes(ty, &b).ok());
+    let Some(whole) = read(&t.bytes) else { return false };
+    let reference = t.reference.as_ref().and_then(read);
     let tctx = tensor_ctx(t, depth, reference.is_some());
     fn walk(
         t: &TensorCtx,

@@ -43,7 +43,7 @@ impl TensorSpan {
 }
 
 /// Largest JSON header accepted (the safetensors crate uses 100 MB too).
-const MAX_HEADER: u64 = 100_000_000;
+pub const MAX_HEADER: u64 = 100_000_000;
 
 /// Tensor spans sorted by offset, or why the file is not (consistent) safetensors.
 pub fn layout(file: &[u8]) -> Result<Vec<TensorSpan>, String> {

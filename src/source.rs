@@ -1,0 +1,221 @@
+//! Where bytes are read from: a slice in memory, or a file read in windows (positioned reads,
+//! so that memory holds only the windows in use, whatever the file size, and any number of
+//! threads may read at once).
+
+use crate::error::{Error, Result};
+use std::borrow::Cow;
+use std::fs::File;
+
+/// A whole input: memory, or an open file of a known length.
+#[derive(Clone, Copy, Debug)]
+pub enum Source<'a> {
+    Memory(&'a [u8]),
+    File { file: &'a File, len: u64 },
+}
+
+impl<'a> Source<'a> {
+    /// A file as a source; its length is taken now (the file must not change while it is read).
+    pub fn file(file: &'a File) -> Result<Source<'a>> {
+        Ok(Source::File { file, len: file.metadata()?.len() })
+    }
+
+    pub fn len(&self) -> u64 {
+        match self {
+            Source::Memory(b) => b.len() as u64,
+            Source::File { len, .. } => *len,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The whole source as a byte range.
+    pub fn all(self) -> Result<Bytes<'a>> {
+        self.range(0, self.len())
+    }
+
+    /// Bytes `[start, end)`; an error when out of range or too long for this machine's `usize`.
+    pub fn range(self, start: u64, end: u64) -> Result<Bytes<'a>> {
+        if start > end || end > self.len() {
+            return Err(Error::invalid(format!("byte range {start}..{end} is outside the input")));
+        }
+        let len = usize::try_from(end - start).map_err(|_| Error::Limit("input range too large".into()))?;
+        Ok(Bytes { src: self, start, len })
+    }
+
+    /// Reads bytes `[start, start + len)`: borrowed from memory, or read from the file.
+    pub fn read(&self, start: u64, len: usize) -> Result<Cow<'a, [u8]>> {
+        let end = start.checked_add(len as u64).filter(|&e| e <= self.len());
+        let Some(end) = end else {
+            return Err(Error::corrupt(format!("read of {len} bytes at {start} is past the end of the input")));
+        };
+        match *self {
+            Source::Memory(b) => Ok(Cow::Borrowed(&b[start as usize..end as usize])),
+            Source::File { file, .. } => {
+                let mut buf = vec![0u8; len];
+                read_exact_at(file, &mut buf, start).map_err(|e| match e.kind() {
+                    std::io::ErrorKind::UnexpectedEof => {
+                        Error::invalid("the input file became shorter while it was read".to_string())
+                    }
+                    _ => Error::Io(e),
+                })?;
+                Ok(Cow::Owned(buf))
+            }
+        }
+    }
+}
+
+#[cfg(unix)]
+fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+    std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
+}
+
+#[cfg(windows)]
+fn read_exact_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> std::io::Result<()> {
+    use std::os::windows::fs::FileExt;
+    while !buf.is_empty() {
+        match file.seek_read(buf, offset) {
+            Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => {
+                buf = &mut buf[n..];
+                offset += n as u64;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// A byte range of a source (a tensor's data, a gap between tensors), read in windows.
+#[derive(Clone, Copy, Debug)]
+pub struct Bytes<'a> {
+    src: Source<'a>,
+    start: u64,
+    len: usize,
+}
+
+impl<'a> From<&'a [u8]> for Bytes<'a> {
+    fn from(b: &'a [u8]) -> Bytes<'a> {
+        Bytes { src: Source::Memory(b), start: 0, len: b.len() }
+    }
+}
+
+impl<'a> From<&'a Vec<u8>> for Bytes<'a> {
+    fn from(b: &'a Vec<u8>) -> Bytes<'a> {
+        Bytes::from(b.as_slice())
+    }
+}
+
+impl<'a> Bytes<'a> {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes `[a, b)` of this range (panics if out of range, like slicing).
+    pub fn slice(&self, a: usize, b: usize) -> Bytes<'a> {
+        assert!(a <= b && b <= self.len, "byte range {a}..{b} outside {}", self.len);
+        Bytes { src: self.src, start: self.start + a as u64, len: b - a }
+    }
+
+    /// Reads bytes `[a, b)` of this range.
+    pub fn read(&self, a: usize, b: usize) -> Result<Cow<'a, [u8]>> {
+        if a > b || b > self.len {
+            return Err(Error::invalid(format!("byte range {a}..{b} outside a range of {}", self.len)));
+        }
+        self.src.read(self.start + a as u64, b - a)
+    }
+
+    /// All the bytes at once (for small ranges: residue spans, tests).
+    pub fn read_all(&self) -> Result<Cow<'a, [u8]>> {
+        self.read(0, self.len)
+    }
+
+    /// Calls `f(position, window)` on consecutive windows of at most `step` bytes (at least 1),
+    /// in order; stops at the first error or when `f` returns false. Returns whether it ran to
+    /// the end.
+    pub fn each_window(&self, step: usize, mut f: impl FnMut(usize, &[u8]) -> bool) -> Result<bool> {
+        let step = step.max(1);
+        let mut a = 0;
+        while a < self.len {
+            let b = (a + step).min(self.len);
+            if !f(a, &self.read(a, b)?) {
+                return Ok(false);
+            }
+            a = b;
+        }
+        Ok(true)
+    }
+
+    /// Whether two ranges hold the same bytes (compared window by window).
+    pub fn same_as(&self, other: &Bytes, step: usize) -> Result<bool> {
+        if self.len != other.len {
+            return Ok(false);
+        }
+        let mut err = None;
+        let same = self.each_window(step, |a, w| match other.read(a, a + w.len()) {
+            Ok(o) => *o == *w,
+            Err(e) => {
+                err = Some(e);
+                false
+            }
+        })?;
+        match err {
+            Some(e) => Err(e),
+            None => Ok(same),
+        }
+    }
+
+    /// xxh3-128 of the bytes, hashed window by window.
+    pub fn xxh3_128(&self, step: usize) -> Result<u128> {
+        Ok(self.hashed(step)?.digest128())
+    }
+
+    /// xxh3-64 of the bytes, hashed window by window.
+    pub fn xxh3_64(&self, step: usize) -> Result<u64> {
+        Ok(self.hashed(step)?.digest())
+    }
+
+    fn hashed(&self, step: usize) -> Result<xxhash_rust::xxh3::Xxh3> {
+        let mut h = xxhash_rust::xxh3::Xxh3::new();
+        self.each_window(step, |_, w| {
+            h.update(w);
+            true
+        })?;
+        Ok(h)
+    }
+}
+
+/// Window of a sequential pass over a file (hashing, comparing, checking generators).
+pub const WINDOW: usize = 1 << 20;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_of_memory_and_file_agree() {
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x");
+        std::fs::write(&path, &data).unwrap();
+        let f = File::open(&path).unwrap();
+        let file = Source::file(&f).unwrap().range(100, 9_000).unwrap();
+        let mem = Bytes::from(&data[100..9_000]);
+        assert_eq!(file.len(), mem.len());
+        assert_eq!(*file.read(7, 4_000).unwrap(), *mem.read(7, 4_000).unwrap());
+        assert!(file.same_as(&mem, 333).unwrap());
+        assert!(!file.same_as(&Bytes::from(&data[101..9_001]), 333).unwrap());
+        for step in [1, 7, 4096, 1 << 20] {
+            assert_eq!(file.xxh3_128(step).unwrap(), xxhash_rust::xxh3::xxh3_128(&data[100..9_000]));
+            assert_eq!(mem.xxh3_64(step).unwrap(), xxhash_rust::xxh3::xxh3_64(&data[100..9_000]));
+        }
+        assert!(file.read(8_000, 9_000).is_err());
+        assert!(Source::file(&f).unwrap().range(0, 10_001).is_err());
+    }
+}

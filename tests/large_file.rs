@@ -1,0 +1,238 @@
+//! Files larger than memory: `brevis compress` and `decompress` of a generated 256 MiB+
+//! safetensors file with `--memory-limit 64M -T 2`, each run as a child whose peak RSS is read
+//! from `wait4` (mapped file pages count in it, so the input must be read in windows); the round
+//! trip is compared by streaming hashes. Also: the streaming library path writes exactly the
+//! archive the in-memory path writes, whatever the thread count.
+#![cfg(target_os = "linux")]
+
+mod st_builder;
+
+use st_builder::*;
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::Command;
+
+const MIB: u64 = 1 << 20;
+/// The memory limit given to the CLI, and the peak RSS each child must stay under.
+const LIMIT: u64 = 64 * MIB;
+
+/// What the generated file holds: (name, dtype, bytes per element, element count, kind).
+fn layout() -> Vec<(&'static str, &'static str, u64, u64, Kind)> {
+    vec![
+        // Larger than the limit: 16 distinct bf16 values, binomially skewed (a quantized embedding).
+        ("embed.weight", "BF16", 2, 56 * MIB, Kind::Quantized),
+        ("position_ids", "I64", 8, 4 * MIB, Kind::Arange),
+        ("attention_mask", "U8", 1, 16 * MIB, Kind::Const),
+        ("layer.0.weight", "F32", 4, 8 * MIB, Kind::Normal(7)),
+        // The same bytes again: a copy, found by hashing both tensors in windows.
+        ("layer.0.weight_tied", "F32", 4, 8 * MIB, Kind::Normal(7)),
+        ("layer.1.weight", "F16", 2, 16 * MIB, Kind::Normal(9)),
+    ]
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Quantized,
+    Arange,
+    Const,
+    Normal(u64),
+}
+
+/// Trailing bytes after the last tensor (longer than the residue's 64 KiB: a byte stream).
+const TAIL: usize = 100_000;
+
+/// Writes the file in pieces of at most 4 MiB, so that this process stays small.
+fn generate(path: &Path) -> u64 {
+    let mut header = String::from("{");
+    let mut off = 0u64;
+    for (i, (name, dtype, w, n, _)) in layout().iter().enumerate() {
+        let sep = if i == 0 { "" } else { "," };
+        header +=
+            &format!(r#"{sep}"{name}":{{"dtype":"{dtype}","shape":[{n}],"data_offsets":[{off},{}]}}"#, off + w * n);
+        off += w * n;
+    }
+    header += "}";
+    while header.len() % 8 != 0 {
+        header.push(' ');
+    }
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    f.write_all(&(header.len() as u64).to_le_bytes()).unwrap();
+    f.write_all(header.as_bytes()).unwrap();
+    let quantized: Vec<u16> = (0..16).map(|k| half::bf16::from_f32((k as f32 - 7.5) * 0.004).to_bits()).collect();
+    let piece = 4 * MIB;
+    for (_, _, w, n, kind) in layout() {
+        let mut rng = Rng(match kind {
+            Kind::Normal(seed) => seed,
+            _ => 1,
+        });
+        let mut done = 0u64;
+        while done < n {
+            let m = (piece / w).min(n - done);
+            let mut buf = Vec::with_capacity((m * w) as usize);
+            match kind {
+                Kind::Quantized => {
+                    for _ in 0..m {
+                        // popcount of 15 random bits: 0..=15, binomial.
+                        let k = (rng.next() & 0x7fff).count_ones() as usize;
+                        buf.extend_from_slice(&quantized[k].to_le_bytes());
+                    }
+                }
+                Kind::Arange => (done..done + m).for_each(|i| buf.extend_from_slice(&(i as i64 * 3).to_le_bytes())),
+                Kind::Const => buf.resize(m as usize, 1),
+                Kind::Normal(_) if w == 4 => {
+                    (0..m).for_each(|_| buf.extend_from_slice(&(rng.normal(0.02) as f32).to_le_bytes()))
+                }
+                Kind::Normal(_) => (0..m)
+                    .for_each(|_| buf.extend_from_slice(&half::f16::from_f64(rng.normal(0.1)).to_bits().to_le_bytes())),
+            }
+            f.write_all(&buf).unwrap();
+            done += m;
+        }
+    }
+    let mut rng = Rng(3);
+    f.write_all(&rng.bytes(TAIL)).unwrap();
+    f.flush().unwrap();
+    std::fs::metadata(path).unwrap().len()
+}
+
+/// xxh3-128 of a file, read in 1 MiB pieces.
+fn file_hash(path: &Path) -> u128 {
+    let mut f = std::fs::File::open(path).unwrap();
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    let mut buf = vec![0u8; MIB as usize];
+    loop {
+        let n = f.read(&mut buf).unwrap();
+        if n == 0 {
+            return h.digest128();
+        }
+        h.update(&buf[..n]);
+    }
+}
+
+/// Runs the brevis binary and returns its peak RSS in bytes (from `wait4`, for this child only).
+fn run_measured(dir: &Path, args: &[&str]) -> u64 {
+    let child = Command::new(env!("CARGO_BIN_EXE_brevis")).args(args).current_dir(dir).spawn().unwrap();
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value of this plain C struct.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `pid` is our own child, not yet waited for; `status` and `usage` are valid for
+    // writes. Reaping it here means `child` must not be waited for again (it is only dropped).
+    let got = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(got, pid, "wait4 failed");
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "brevis {args:?} failed: status {status}");
+    drop(child);
+    usage.ru_maxrss as u64 * 1024 // kilobytes on Linux
+}
+
+#[test]
+fn a_file_four_times_the_memory_limit_round_trips_under_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("big.safetensors");
+    let size = generate(&input);
+    assert!(size >= 256 * MIB && size >= 4 * LIMIT, "{size}");
+    let t0 = std::time::Instant::now();
+    let compress_rss = run_measured(
+        dir.path(),
+        &["compress", "-q", "-T", "2", "--memory-limit", "64M", "big.safetensors", "-o", "big.brv"],
+    );
+    let t1 = std::time::Instant::now();
+    let decompress_rss =
+        run_measured(dir.path(), &["decompress", "-q", "-T", "2", "--memory-limit", "64M", "big.brv", "-o", "back"]);
+    let t2 = std::time::Instant::now();
+    let archive = std::fs::metadata(dir.path().join("big.brv")).unwrap().len();
+    eprintln!(
+        "large file: {:.1} MiB -> {:.1} MiB; compress peak RSS {:.1} MiB in {:.1} s, decompress {:.1} MiB in {:.1} s",
+        size as f64 / MIB as f64,
+        archive as f64 / MIB as f64,
+        compress_rss as f64 / MIB as f64,
+        (t1 - t0).as_secs_f64(),
+        decompress_rss as f64 / MIB as f64,
+        (t2 - t1).as_secs_f64()
+    );
+    assert_eq!(file_hash(&dir.path().join("back")), file_hash(&input), "round trip differs");
+    assert!(compress_rss < LIMIT, "compress peak RSS {compress_rss} bytes");
+    assert!(decompress_rss < LIMIT, "decompress peak RSS {decompress_rss} bytes");
+    // Real programs, not only generators: the quantized and normal tensors carry payload.
+    let a = std::fs::File::open(dir.path().join("big.brv")).unwrap();
+    let a = brevis::Archive::open_source(brevis::source::Source::file(&a).unwrap(), LIMIT).unwrap();
+    let programs: Vec<String> = (0..a.len()).map(|i| a.info(i).unwrap().program.to_string()).collect();
+    assert!(programs[0] != "raw" && a.info(0).unwrap().compressed_bytes < 56 * MIB, "{}", programs[0]);
+    assert!(programs[1].starts_with("arange"), "{}", programs[1]);
+    assert!(programs[2].starts_with("const"), "{}", programs[2]);
+    assert!(programs[4].starts_with("copy"), "{}", programs[4]);
+    assert!(archive < size / 2, "{archive}");
+}
+
+/// Files that exercise every path of the streaming writer: tensors of every width, generators,
+/// copies, gaps, trailing data, non-safetensors bytes, and chunk sizes that split tensors.
+fn varied_files() -> Vec<Vec<u8>> {
+    let mut rng = Rng(11);
+    let mut files = Vec::new();
+    let ts = vec![
+        tensor("a", "F32", &[3000], data_for("F32", 3000, &mut rng, true)),
+        tensor("b", "BF16", &[5000], data_for("BF16", 5000, &mut rng, false)),
+        tensor("c", "I64", &[700], words(8, 700, |i| 5 + 2 * i as u64)),
+        tensor("d", "U8", &[9000], vec![4u8; 9000]),
+        tensor("e", "F16", &[4000], data_for("F16", 4000, &mut rng, true)),
+    ];
+    let mut with_copy = ts.clone();
+    with_copy.push(tensor("a2", "F32", &[3000], ts[0].data.clone()));
+    files.push(file(&with_copy, Some(&[("format", "pt")])));
+    let mut tail = file(&ts, None);
+    tail.extend(rng.bytes(70_001));
+    files.push(tail);
+    files.push(rng.bytes(20_000));
+    files.push(Vec::new());
+    files
+}
+
+#[test]
+fn the_streaming_writer_makes_the_in_memory_archive() {
+    let dir = tempfile::tempdir().unwrap();
+    for (k, data) in varied_files().iter().enumerate() {
+        let path = dir.path().join(format!("in{k}"));
+        std::fs::write(&path, data).unwrap();
+        for (chunk_bytes, threads) in [(1 << 20, 1), (4096, 1), (4096, 3), (1000, 2)] {
+            let opts = brevis::Options { chunk_bytes, threads, ..Default::default() };
+            let want = brevis::compress(data, &opts).unwrap();
+            let input = std::fs::File::open(&path).unwrap();
+            // A stale, longer output must end up truncated to the archive.
+            let out_path = dir.path().join("out");
+            std::fs::write(&out_path, vec![0xAA; want.len() + 5000]).unwrap();
+            let mut out = std::fs::OpenOptions::new().read(true).write(true).open(&out_path).unwrap();
+            let small = brevis::Options { memory_limit: 20_000, ..opts.clone() };
+            let len = brevis::compress_file(&input, &mut out, &small).unwrap();
+            drop(out);
+            let got = std::fs::read(&out_path).unwrap();
+            assert_eq!(len, got.len() as u64);
+            assert!(got == want, "file {k}, chunk {chunk_bytes}, threads {threads}: archives differ");
+            // And back, streaming, against the input.
+            let mut back = Vec::new();
+            let archive = std::fs::File::open(&out_path).unwrap();
+            let dopts = brevis::DecodeOptions { threads, memory_limit: 1 << 20, ..Default::default() };
+            assert_eq!(brevis::decompress_file(&archive, &mut back, &dopts).unwrap(), data.len() as u64);
+            assert!(back == *data, "file {k}: round trip differs");
+        }
+    }
+}
+
+#[test]
+fn a_damaged_archive_file_is_an_error_from_the_streaming_reader() {
+    let data = &varied_files()[0];
+    let archive = brevis::compress(data, &brevis::Options { chunk_bytes: 4096, ..Default::default() }).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.brv");
+    for (at, what) in [(archive.len() / 3, "payload"), (archive.len() - 40, "index"), (3, "magic")] {
+        let mut bad = archive.clone();
+        let n = if what == "payload" { 64 } else { 1 };
+        bad[at..at + n].iter_mut().for_each(|b| *b = !*b);
+        std::fs::write(&path, &bad).unwrap();
+        let f = std::fs::File::open(&path).unwrap();
+        let r = brevis::decompress_file(&f, &mut std::io::sink(), &brevis::DecodeOptions::default());
+        assert!(r.is_err(), "a flipped bit in the {what} was not noticed");
+    }
+    std::fs::write(&path, &archive[..archive.len() - 1]).unwrap();
+    let f = std::fs::File::open(&path).unwrap();
+    assert!(brevis::decompress_file(&f, &mut std::io::sink(), &brevis::DecodeOptions::default()).is_err());
+}
