@@ -17,6 +17,7 @@ pub mod dsl;
 pub mod error;
 pub mod ffi;
 pub mod reference;
+pub mod simd;
 pub mod source;
 pub mod synth;
 pub mod tensor;

@@ -5,6 +5,9 @@
 //! place only when complete (and removed on error or Ctrl-C); errors are one line on stderr
 //! and a non-zero exit.
 
+#[path = "brevis/bench.rs"]
+mod bench;
+
 use clap::{Args, Parser, Subcommand};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -69,15 +72,24 @@ enum Cmd {
     },
     /// Measure the search: total size and compression time against the budget, with the
     /// learned prior and with the uniform prior over the same productions.
+    ///
+    /// Without `--search`: speed and size of Brevis (compress, decompress with 1 and all threads)
+    /// against zstd -3 and -9, lz4, deflate and memcpy, on the same bytes in memory.
     Bench {
-        /// The search benchmark (the only one so far).
-        #[arg(long, required = true)]
+        /// The search benchmark instead of the speed benchmark.
+        #[arg(long)]
         search: bool,
         #[arg(required = true)]
         files: Vec<PathBuf>,
-        /// Budgets to measure (expansions per tensor).
+        /// Budgets to measure (expansions per tensor; search benchmark).
         #[arg(long, value_delimiter = ',', default_value = "1,4,16,64,256")]
         budgets: Vec<usize>,
+        /// Timed runs per figure (speed benchmark); the median is reported.
+        #[arg(long, default_value_t = 10)]
+        runs: usize,
+        /// Timed runs of Brevis compression, the slow part (speed benchmark).
+        #[arg(long, default_value_t = 3)]
+        compress_runs: usize,
         #[command(flatten)]
         common: Common,
     },
@@ -421,7 +433,18 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Cmd::Bench { search: _, files, budgets, common } => {
+        Cmd::Bench { search: false, files, runs, compress_runs, common, .. } => {
+            if runs == 0 || compress_runs == 0 {
+                return Err("--runs and --compress-runs must be positive".into());
+            }
+            let inputs: Vec<(String, Vec<u8>)> = files
+                .iter()
+                .map(|f| Ok((f.display().to_string(), read_input(f)?.to_vec())))
+                .collect::<Result<_, String>>()?;
+            bench::run(&inputs, runs, compress_runs, common.threads)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Bench { search: true, files, budgets, common, .. } => {
             let inputs: Vec<Input> = files.iter().map(|f| read_input(f)).collect::<Result<_, _>>()?;
             let total: u64 = inputs.iter().map(|d| d.len() as u64).sum();
             println!("{} files, {} bytes; sizes as % of the original, times in seconds", files.len(), total);

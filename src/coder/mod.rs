@@ -7,8 +7,10 @@ pub mod bitio;
 pub mod huffman;
 pub mod rans;
 
+use crate::dsl::{Data, Stream, Ty};
 use crate::error::{Error, Result};
-use bitio::{BitReader, BitWriter};
+use crate::simd;
+use bitio::BitWriter;
 
 /// Packs `values` at `bits` bits each (LSB-first).
 pub fn pack(values: impl Iterator<Item = u64>, bits: u32, out: &mut Vec<u8>) {
@@ -27,46 +29,41 @@ pub fn packed_len(n: usize, bits: u32) -> usize {
     ((n as u128 * bits as u128).div_ceil(8)) as usize
 }
 
-/// Unpacks `n` values of `bits` bits; returns them and the bytes consumed.
-pub fn unpack(input: &[u8], n: usize, bits: u32, mut sink: impl FnMut(u64)) -> Result<usize> {
+/// Unpacks `n` values of type `ty` from the start of `input` into a stream (the SIMD kernels
+/// for u8 and u16 words).
+pub fn unpack_stream(input: &[u8], n: usize, ty: Ty) -> Result<Stream> {
+    let bits = ty.bits;
+    if bits > 64 {
+        return Err(Error::corrupt("bit-packed stream: words wider than 64 bits"));
+    }
     let len = packed_len(n, bits);
     if len > input.len() {
         return Err(Error::corrupt("bit-packed stream ends early"));
     }
-    if bits == 0 {
-        for _ in 0..n {
-            sink(0);
-        }
-        return Ok(0);
-    }
     let data = &input[..len];
-    if bits <= 56 {
-        // Fast path: one unaligned 64-bit load per value (zero-padded past the end, where the
-        // packing left only zero bits).
-        let mask = (1u64 << bits) - 1;
-        let load = |byte: usize| -> u64 {
-            match data.get(byte..byte + 8) {
-                Some(b) => u64::from_le_bytes(b.try_into().unwrap()),
-                None => {
-                    let mut t = [0u8; 8];
-                    let rest = &data[byte.min(data.len())..];
-                    t[..rest.len()].copy_from_slice(rest);
-                    u64::from_le_bytes(t)
-                }
-            }
-        };
-        let mut bitpos = 0usize;
-        for _ in 0..n {
-            sink((load(bitpos >> 3) >> (bitpos & 7)) & mask);
-            bitpos += bits as usize;
+    if bits == 0 {
+        return Ok(Stream::from_fn(ty, n, |_| 0));
+    }
+    let mut s = Stream::with_capacity(ty, 0);
+    match &mut s.data {
+        Data::U8(d) => {
+            d.resize(n, 0);
+            simd::unpack_u8(data, bits, d);
         }
-        return Ok(len);
+        Data::U16(d) => {
+            d.resize(n, 0);
+            simd::unpack_u16(data, bits, d);
+        }
+        Data::U32(d) => {
+            d.resize(n, 0);
+            simd::unpack(data, bits, d);
+        }
+        Data::U64(d) => {
+            d.resize(n, 0);
+            simd::unpack(data, bits, d);
+        }
     }
-    let mut r = BitReader::new(data);
-    for _ in 0..n {
-        sink(r.get_wide(bits)?);
-    }
-    Ok(len)
+    Ok(s)
 }
 
 /// zstd on a byte stream (the LZ leaf for long repeats): one zstd frame, appended to `out`.

@@ -403,13 +403,132 @@ pub fn encode(symbols: &[u16], ctx: Ctx, out: &mut Vec<u8>) {
     }
 }
 
-/// One decode-table entry: symbol, frequency - 1 and `slot - cum` (8 bytes, so a table of 2^12
-/// slots stays in L1).
+/// One used symbol of a decode table: its value, frequency - 1 and cumulative frequency.
 #[derive(Clone, Copy, Default)]
-struct Slot {
+#[repr(C, align(8))]
+struct SymInfo {
     sym: u16,
     freq_m1: u16,
-    bias: u16,
+    cum: u16,
+}
+
+/// Where the table of one context value lives, and its precision.
+#[derive(Clone, Copy, Default)]
+struct TableRef {
+    /// First slot of the table in [`Decoder::slots`].
+    slots: u32,
+    /// First symbol of the table in [`Decoder::syms`].
+    syms: u32,
+    prob_bits: u32,
+}
+
+/// Decoder state shared by every step. Each slot holds the index of its symbol within its table
+/// (a byte when every table has at most 256 symbols, so a table of 2^14 slots takes 16 KiB and the
+/// tables of a block stay in the L2 cache); the table of each context value; and the
+/// renormalization words followed by one zero word, so a refill needs no bounds branch (reading
+/// past the end is detected once, after the loop).
+struct Decoder<'a, I> {
+    slots: &'a [I],
+    syms: &'a [SymInfo],
+    by_ctx: &'a [TableRef],
+    words: &'a [u16],
+    /// Index of the zero word after the last real one.
+    end: usize,
+}
+
+impl<I: Copy + Into<usize>> Decoder<'_, I> {
+    /// Decodes one symbol with state `x` and context value `v`; `w` is the next word index.
+    #[inline(always)]
+    fn step(&self, x: &mut u32, v: u16, w: &mut usize) -> u16 {
+        debug_assert!((v as usize) < self.by_ctx.len());
+        // SAFETY: context values are decoded symbols (at most the largest symbol of the tables) or
+        // side values, and `by_ctx` has an entry for every value up to the largest of either
+        // (`decode` sizes it so); a single table is looked up with value 0 only.
+        let t = unsafe { *self.by_ctx.get_unchecked(v as usize) };
+        let slot = *x & ((1u32 << t.prob_bits) - 1);
+        let at = (t.slots + slot) as usize;
+        debug_assert!(at < self.slots.len());
+        // SAFETY: the table starting at `t.slots` has 2^prob_bits slots (its frequencies sum to
+        // 2^prob_bits, see `normalize` and `read_table`) and `slot < 2^prob_bits`.
+        let idx = t.syms as usize + unsafe { *self.slots.get_unchecked(at) }.into();
+        debug_assert!(idx < self.syms.len());
+        // SAFETY: each slot holds the index of a symbol of its own table, whose symbols start at
+        // `t.syms` in `syms`.
+        let e = unsafe { *self.syms.get_unchecked(idx) };
+        let y = (e.freq_m1 as u32 + 1) * (*x >> t.prob_bits) + (slot - e.cum as u32);
+        // Branch-free refill: the branch would be taken about half the time, at random.
+        let need = y < L;
+        let word = self.words[(*w).min(self.end)] as u32;
+        *x = if need { (y << 16) | word } else { y };
+        *w += need as usize;
+        e.sym
+    }
+
+    /// Decodes `out.len()` symbols; `ctx(out, i)` gives symbol `i`'s context value from the
+    /// symbols before it. Four states in registers, one symbol of each per round.
+    #[inline(always)]
+    fn run(&self, states: &mut [u32; 4], out: &mut [u16], ctx: impl Fn(&[u16], usize) -> u16) -> usize {
+        self.run_from(states, out, 0, 0, ctx)
+    }
+
+    /// [`Self::run`] from symbol `start` on (a multiple of 4, so state `i & 3` codes symbol `i`),
+    /// reading words from index `w` on; returns the index of the next word.
+    #[inline(always)]
+    fn run_from(
+        &self,
+        states: &mut [u32; 4],
+        out: &mut [u16],
+        start: usize,
+        mut w: usize,
+        ctx: impl Fn(&[u16], usize) -> u16,
+    ) -> usize {
+        debug_assert!(start % 4 == 0);
+        let [mut x0, mut x1, mut x2, mut x3] = *states;
+        let n = out.len();
+        let mut i = start;
+        while i + 4 <= n {
+            out[i] = self.step(&mut x0, ctx(out, i), &mut w);
+            out[i + 1] = self.step(&mut x1, ctx(out, i + 1), &mut w);
+            out[i + 2] = self.step(&mut x2, ctx(out, i + 2), &mut w);
+            out[i + 3] = self.step(&mut x3, ctx(out, i + 3), &mut w);
+            i += 4;
+        }
+        let mut tail = [x0, x1, x2, x3];
+        while i < n {
+            out[i] = self.step(&mut tail[i & 3], ctx(out, i), &mut w);
+            i += 1;
+        }
+        *states = tail;
+        w
+    }
+
+    /// Runs the decoder with the context kind of the block.
+    fn decode(&self, states: &mut [u32; 4], out: &mut [u16], ctx: Ctx, one_table: bool) -> usize {
+        match ctx {
+            _ if one_table => self.run(states, out, |_, _| 0),
+            Ctx::None => self.run(states, out, |_, _| 0),
+            // Symbols before the first `d` have context 0; afterwards no branch is needed.
+            Ctx::Back(d) if d >= 4 && out.len() > d && d % 4 == 0 => {
+                let (head, _) = out.split_at_mut(d);
+                let w = self.run(states, head, |_, _| 0);
+                self.run_from(states, out, d, w, |o, i| o[i - d])
+            }
+            Ctx::Back(d) => self.run(states, out, |o, i| if i >= d { o[i - d] } else { 0 }),
+            Ctx::Side(s) => self.run(states, out, |_, i| s[i]),
+        }
+    }
+}
+
+/// Slot tables: for each table, the index of each slot's symbol within the table.
+fn slot_indices<I: Copy + Default + TryFrom<usize>>(tables: &[Table]) -> Vec<I> {
+    let mut slots: Vec<I> = Vec::with_capacity(tables.iter().map(|t| 1usize << t.prob_bits).sum());
+    for t in tables {
+        for (j, &f) in t.freqs.iter().enumerate() {
+            let j = I::try_from(j).unwrap_or_default();
+            slots.extend(std::iter::repeat(j).take(f as usize));
+        }
+    }
+    slots
 }
 
 /// Decodes `n` symbols from the start of `input`; returns the bytes consumed.
@@ -435,19 +554,22 @@ pub fn decode(input: &[u8], n: usize, ctx: Ctx, out: &mut Vec<u16>) -> Result<us
         thresholds.push(t as u16);
         prev = t;
     }
-    let mut tables: Vec<(u32, Vec<Slot>)> = Vec::with_capacity(k);
+    let mut tables: Vec<Table> = Vec::with_capacity(k);
+    let mut refs: Vec<TableRef> = Vec::with_capacity(k);
+    let mut syms: Vec<SymInfo> = Vec::new();
+    let mut nslots = 0usize;
     for _ in 0..k {
         let t = read_table(&mut r)?;
-        let mut slots = vec![Slot::default(); 1 << t.prob_bits];
+        refs.push(TableRef { slots: nslots as u32, syms: syms.len() as u32, prob_bits: t.prob_bits });
         let mut cum = 0u32;
         for (&s, &f) in t.syms.iter().zip(&t.freqs) {
-            for j in cum..cum + f {
-                slots[j as usize] = Slot { sym: s, freq_m1: (f - 1) as u16, bias: (j - cum) as u16 };
-            }
+            syms.push(SymInfo { sym: s, freq_m1: (f - 1) as u16, cum: cum as u16 });
             cum += f;
         }
-        tables.push((t.prob_bits, slots));
+        nslots += 1 << t.prob_bits;
+        tables.push(t);
     }
+    let max_sym = syms.iter().map(|e| e.sym).max().unwrap_or(0);
     let mut br = ByteReader::new(&input[r.bytes_consumed()..]);
     let nwords = br.len(br.remaining() as u64 / 2)?;
     let mut states = [0u32; 4];
@@ -456,67 +578,47 @@ pub fn decode(input: &[u8], n: usize, ctx: Ctx, out: &mut Vec<u16>) -> Result<us
     }
     let data = br.take(nwords * 2)?;
     let consumed = r.bytes_consumed() + br.pos();
-    // Context values are decoded symbols (all in the tables) or side values: size the map to them.
-    let map = if k > 1 {
+    let mut words: Vec<u16> = Vec::with_capacity(nwords + 1);
+    words.extend(data.chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])));
+    words.push(0);
+    // Context values are decoded symbols (all in the tables) or side values: one table
+    // reference per possible value.
+    let by_ctx: Vec<TableRef> = if k > 1 {
         let range = match ctx {
             Ctx::Side(s) => s.iter().copied().max().unwrap_or(0) as usize + 1,
-            _ => tables.iter().flat_map(|t| t.1.iter().map(|e| e.sym)).max().unwrap_or(0) as usize + 1,
+            _ => max_sym as usize + 1,
         };
-        ctx_map(&thresholds, range)
+        ctx_map(&thresholds, range).into_iter().map(|c| refs[c as usize]).collect()
     } else {
-        Vec::new()
+        refs.clone()
     };
-    out.reserve(n);
     let base = out.len();
-    let mut wpos = 0usize;
-    // One table: no context to compute, the table stays in registers and cache.
-    if k == 1 {
-        let (p, slots) = (tables[0].0, &tables[0].1[..]);
-        let mask = (1u32 << p) - 1;
-        for i in 0..n {
-            let x = &mut states[i & 3];
-            let e = slots[(*x & mask) as usize];
-            *x = (e.freq_m1 as u32 + 1) * (*x >> p) + e.bias as u32;
-            if *x < L {
-                let w = data.get(wpos..wpos + 2).ok_or_else(|| Error::corrupt("rANS: data ends early"))?;
-                *x = (*x << 16) | u16::from_le_bytes([w[0], w[1]]) as u32;
-                wpos += 2;
-            }
-            out.push(e.sym);
-        }
-    }
-    for i in (if k == 1 { n } else { 0 })..n {
-        let c = if k > 1 {
-            let v = match ctx {
-                Ctx::None => 0,
-                Ctx::Back(d) => {
-                    if i < d {
-                        0
-                    } else {
-                        out[base + i - d]
-                    }
-                }
-                Ctx::Side(s) => s[i],
-            };
-            map[v as usize] as usize
+    out.resize(base + n, 0);
+    let dst = &mut out[base..];
+    let used = if tables.iter().all(|t| t.syms.len() <= 256) {
+        let slots = slot_indices::<u8>(&tables);
+        Decoder { slots: &slots, syms: &syms, by_ctx: &by_ctx, words: &words, end: nwords }.decode(
+            &mut states,
+            dst,
+            ctx,
+            k == 1,
+        )
+    } else {
+        let slots = slot_indices::<u16>(&tables);
+        Decoder { slots: &slots, syms: &syms, by_ctx: &by_ctx, words: &words, end: nwords }.decode(
+            &mut states,
+            dst,
+            ctx,
+            k == 1,
+        )
+    };
+    if used != nwords || states.iter().any(|&s| s != L) {
+        out.truncate(base);
+        return Err(Error::corrupt(if used > nwords {
+            "rANS: data ends early"
         } else {
-            0
-        };
-        let (p, slots) = &tables[c];
-        let x = &mut states[i & 3];
-        let e = slots[(*x & ((1 << p) - 1)) as usize];
-        *x = (e.freq_m1 as u32 + 1) * (*x >> p) + e.bias as u32;
-        if *x < L {
-            if wpos + 2 > data.len() {
-                return Err(Error::corrupt("rANS: data ends early"));
-            }
-            *x = (*x << 16) | u16::from_le_bytes([data[wpos], data[wpos + 1]]) as u32;
-            wpos += 2;
-        }
-        out.push(e.sym);
-    }
-    if wpos != data.len() || states.iter().any(|&s| s != L) {
-        return Err(Error::corrupt("rANS: stream does not end in the initial state"));
+            "rANS: stream does not end in the initial state"
+        }));
     }
     Ok(consumed)
 }

@@ -3,6 +3,7 @@
 //! Works on the bit view only, so NaN payloads, -0 and subnormals survive untouched.
 
 use super::prelude::*;
+use crate::simd;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Fields {
@@ -61,14 +62,39 @@ impl Fields {
         let lo = self.mant - self.k;
         let top = ty.bits - 1;
         let (h, s, m) = (&parts[0], &parts[1], &parts[2]);
-        // Fast path for 16-bit words (bf16/fp16): the hot kernel of most archives.
-        if let (Data::U16(hv), Data::U8(sv)) = (&h.data, &s.data) {
-            if ty.bits == 16 {
-                let mv: Vec<u16> = m.iter().map(|v| v as u16).collect();
-                let out: Vec<u16> =
-                    hv.iter().zip(sv).zip(&mv).map(|((&h, &s), &m)| ((s as u16) << 15) | (h << lo) | m).collect();
-                return Ok(Stream { ty, data: Data::U16(out) });
+        // Slice kernels for the common layouts (bf16/fp16/fp32 words); the children already have
+        // length n and values within their types.
+        let Data::U8(sv) = &s.data else {
+            return Ok(Stream::from_fn(ty, n, |i| (s.get(i) << top) | (h.get(i) << lo) | m.get(i)));
+        };
+        macro_rules! merge {
+            ($out:ident, $o:ty) => {{
+                let mut out = vec![<$o>::default(); n];
+                match (&h.data, &m.data) {
+                    (Data::U8(hv), Data::U8(mv)) => simd::merge_fields(hv, sv, mv, lo, top, &mut out),
+                    (Data::U8(hv), Data::U16(mv)) => simd::merge_fields(hv, sv, mv, lo, top, &mut out),
+                    (Data::U16(hv), Data::U8(mv)) => simd::merge_fields(hv, sv, mv, lo, top, &mut out),
+                    (Data::U16(hv), Data::U16(mv)) => simd::merge_fields(hv, sv, mv, lo, top, &mut out),
+                    (Data::U8(hv), Data::U32(mv)) => simd::merge_fields(hv, sv, mv, lo, top, &mut out),
+                    (Data::U16(hv), Data::U32(mv)) => simd::merge_fields(hv, sv, mv, lo, top, &mut out),
+                    _ => return Ok(Stream::from_fn(ty, n, |i| (s.get(i) << top) | (h.get(i) << lo) | m.get(i))),
+                }
+                return Ok(Stream { ty, data: Data::$out(out) });
+            }};
+        }
+        match ty.container_bytes() {
+            2 => {
+                if let (Data::U16(hv), Data::U8(mv)) = (&h.data, &m.data) {
+                    if ty.bits == 16 {
+                        let mut out = vec![0u16; n];
+                        simd::merge_fields16(hv, sv, mv, lo, &mut out);
+                        return Ok(Stream { ty, data: Data::U16(out) });
+                    }
+                }
+                merge!(U16, u16)
             }
+            4 => merge!(U32, u32),
+            _ => {}
         }
         Ok(Stream::from_fn(ty, n, |i| (s.get(i) << top) | (h.get(i) << lo) | m.get(i)))
     }

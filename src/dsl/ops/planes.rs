@@ -2,6 +2,7 @@
 //! first, so that a lower plane can be coded with the plane above it as context.
 
 use super::prelude::*;
+use crate::simd;
 
 /// `byteplanes`: u(w) -> ceil(w/8) planes; all are u8 but the last, which holds the low `w - 8(P-1)` bits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,6 +37,14 @@ impl BytePlanes {
 
     pub fn inverse(&self, ty: Ty, n: usize, parts: Vec<Stream>) -> Result<Stream> {
         let lay = Self::layout(ty.bits);
+        // Two planes of a word of 9..=16 bits (a bf16/fp16 word or a fields head): one kernel.
+        if let [Stream { data: Data::U8(hi), .. }, Stream { data: Data::U8(lo), .. }] = &parts[..] {
+            if ty.container_bytes() == 2 && hi.len() == n && lo.len() == n {
+                let mut out = vec![0u16; n];
+                simd::merge_planes16(hi, lo, lay[0].1, &mut out);
+                return Ok(Stream { ty, data: Data::U16(out) });
+            }
+        }
         Ok(Stream::from_fn(ty, n, |i| lay.iter().zip(&parts).fold(0u64, |acc, ((_, sh), p)| acc | (p.get(i) << sh))))
     }
 }

@@ -15,14 +15,8 @@ impl Raw {
     }
 
     pub fn decode(&self, ty: Ty, n: usize, input: &[u8]) -> Result<Stream> {
-        let mut s = Stream::with_capacity(ty, n);
-        let used = match &mut s.data {
-            Data::U8(d) => coder::unpack(input, n, ty.bits, |v| d.push(v as u8))?,
-            Data::U16(d) => coder::unpack(input, n, ty.bits, |v| d.push(v as u16))?,
-            Data::U32(d) => coder::unpack(input, n, ty.bits, |v| d.push(v as u32))?,
-            Data::U64(d) => coder::unpack(input, n, ty.bits, |v| d.push(v))?,
-        };
-        if used != input.len() {
+        let s = coder::unpack_stream(input, n, ty)?;
+        if coder::packed_len(n, ty.bits) != input.len() {
             return Err(Error::corrupt("raw leaf: trailing bytes"));
         }
         Ok(s)

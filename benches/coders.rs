@@ -1,0 +1,72 @@
+//! Entropy coders and bit packing: rANS (one table, and contexts from the symbol a row above),
+//! canonical Huffman, and raw unpacking, on a skewed synthetic source like a bf16 exponent field.
+
+use brevis::coder::{huffman, pack, packed_len, rans};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use std::time::Duration;
+
+const N: usize = 1 << 18;
+const ROW: usize = 384;
+
+/// A skewed 10-bit source whose value depends on the value one row above (like exponents).
+fn symbols() -> Vec<u16> {
+    let mut s = 0x2545_f491_4f6c_dd1du64;
+    let mut out: Vec<u16> = Vec::with_capacity(N);
+    for i in 0..N {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        let above = if i >= ROW { out[i - ROW] as u64 } else { 480 };
+        let step = (s % 16).trailing_zeros() as u64; // geometric: mostly 0
+        let v = if s >> 60 < 8 { above.saturating_sub(step) } else { 470 + (s >> 40) % 24 };
+        out.push(v.min(1023) as u16);
+    }
+    out
+}
+
+fn bench(c: &mut Criterion) {
+    let syms = symbols();
+    let mut g = c.benchmark_group("coders");
+    g.sample_size(10).measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_millis(300));
+    g.throughput(Throughput::Elements(N as u64));
+    for (name, ctx) in [("none", rans::Ctx::None), ("back384", rans::Ctx::Back(ROW))] {
+        let mut block = Vec::new();
+        rans::encode(&syms, ctx, &mut block);
+        g.bench_function(BenchmarkId::new("rans_encode", name), |b| {
+            b.iter(|| {
+                let mut out = Vec::new();
+                rans::encode(&syms, ctx, &mut out);
+                out
+            })
+        });
+        g.bench_function(BenchmarkId::new("rans_decode", name), |b| {
+            b.iter(|| {
+                let mut out = Vec::with_capacity(N);
+                rans::decode(&block, N, ctx, &mut out).unwrap();
+                out
+            })
+        });
+    }
+    let mut hblock = Vec::new();
+    huffman::encode(&syms, &mut hblock);
+    g.bench_function("huffman_decode", |b| {
+        b.iter(|| {
+            let mut out = Vec::with_capacity(N);
+            huffman::decode(&hblock, N, &mut out).unwrap();
+            out
+        })
+    });
+    for bits in [1u32, 5, 7, 10] {
+        let mut packed = Vec::new();
+        pack(syms.iter().map(|&v| v as u64 & ((1 << bits) - 1)), bits, &mut packed);
+        assert_eq!(packed.len(), packed_len(N, bits));
+        let ty = brevis::dsl::Ty::u(bits);
+        g.bench_function(BenchmarkId::new("unpack", bits), |b| {
+            b.iter(|| brevis::coder::unpack_stream(&packed, N, ty).unwrap())
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,0 +1,66 @@
+//! The field kernels of the decoder at every CPU level this machine has: bit unpacking into bytes
+//! and 16-bit words, the `fields` merge of bf16 words, and the two-byte-plane merge.
+
+use brevis::coder::pack;
+use brevis::simd::{self, Level};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use std::time::Duration;
+
+const N: usize = 1 << 20;
+
+fn words(seed: u64) -> Vec<u16> {
+    let mut s = seed | 1;
+    (0..N)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s as u16
+        })
+        .collect()
+}
+
+fn bench(c: &mut Criterion) {
+    let w = words(7);
+    let mut g = c.benchmark_group("kernels");
+    g.sample_size(10).measurement_time(Duration::from_secs(1)).warm_up_time(Duration::from_millis(200));
+    g.throughput(Throughput::Elements(N as u64));
+    let levels: Vec<Level> = simd::available();
+    for &bits in &[5u32, 10] {
+        let mut data = Vec::new();
+        pack(w.iter().map(|&v| v as u64 & ((1 << bits) - 1)), bits, &mut data);
+        for &l in &levels {
+            if bits <= 8 {
+                let mut out = vec![0u8; N];
+                g.bench_function(BenchmarkId::new(format!("unpack_u8_{bits}"), l.name()), |b| {
+                    b.iter(|| simd::unpack_u8_at(l, &data, bits, &mut out))
+                });
+            }
+            let mut out = vec![0u16; N];
+            g.bench_function(BenchmarkId::new(format!("unpack_u16_{bits}"), l.name()), |b| {
+                b.iter(|| simd::unpack_u16_at(l, &data, bits, &mut out))
+            });
+        }
+    }
+    // bf16 split as fields(e8, m7, k2): a 10-bit head, the sign, 5 low mantissa bits.
+    let head: Vec<u16> = w.iter().map(|&v| (v >> 5) & 0x3ff).collect();
+    let sign: Vec<u8> = w.iter().map(|&v| (v >> 15) as u8).collect();
+    let low: Vec<u8> = w.iter().map(|&v| (v & 31) as u8).collect();
+    let hi: Vec<u8> = w.iter().map(|&v| (v >> 8) as u8).collect();
+    let lo: Vec<u8> = w.iter().map(|&v| v as u8).collect();
+    for &l in &levels {
+        let mut out = vec![0u16; N];
+        g.bench_function(BenchmarkId::new("merge_fields16", l.name()), |b| {
+            b.iter(|| simd::merge_fields16_at(l, &head, &sign, &low, 5, &mut out))
+        });
+        assert!(out == w);
+        g.bench_function(BenchmarkId::new("merge_planes16", l.name()), |b| {
+            b.iter(|| simd::merge_planes16_at(l, &hi, &lo, 8, &mut out))
+        });
+        assert!(out == w);
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

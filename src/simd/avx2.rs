@@ -1,0 +1,107 @@
+//! AVX2 + BMI2 kernels (x86-64). Each function is compiled with the features enabled and may only
+//! be called after `is_x86_feature_detected!` confirmed them ([`super::detected`]). Tails shorter
+//! than one vector go to the scalar kernels, so results are identical word for word.
+
+use super::scalar;
+use std::arch::x86_64::*;
+
+/// [`super::unpack_u8`]: eight values of `bits` bits are exactly `bits` bytes; one 64-bit load and
+/// one `pdep` spread them into eight bytes.
+///
+/// # Safety
+/// The CPU must support BMI2.
+#[target_feature(enable = "avx2,bmi2")]
+#[allow(unused_unsafe)] // `_pdep_u64` is a safe call inside this function on recent compilers only
+pub unsafe fn unpack_u8(data: &[u8], bits: u32, out: &mut [u8]) {
+    let b = bits as usize;
+    if b == 8 {
+        out.copy_from_slice(data);
+        return;
+    }
+    let spread = 0x0101_0101_0101_0101u64 * ((1u64 << bits) - 1);
+    // Groups whose 8-byte load stays inside the data.
+    let groups = (out.len() / 8).min(if data.len() >= 8 { (data.len() - 8) / b + 1 } else { 0 });
+    for (g, o) in out[..groups * 8].chunks_exact_mut(8).enumerate() {
+        let w = u64::from_le_bytes(data[g * b..g * b + 8].try_into().unwrap());
+        // SAFETY: BMI2 is enabled for this function and the caller checked the CPU has it.
+        o.copy_from_slice(&unsafe { _pdep_u64(w, spread) }.to_le_bytes());
+    }
+    scalar::unpack(&data[groups * b..], bits, &mut out[groups * 8..]);
+}
+
+/// [`super::unpack_u16`]: eight values are `bits` bytes; two `pdep`s spread four values each into
+/// four 16-bit lanes.
+///
+/// # Safety
+/// The CPU must support BMI2.
+#[target_feature(enable = "avx2,bmi2")]
+#[allow(unused_unsafe)] // `_pdep_u64` is a safe call inside this function on recent compilers only
+pub unsafe fn unpack_u16(data: &[u8], bits: u32, out: &mut [u16]) {
+    let b = bits as usize;
+    let spread = 0x0001_0001_0001_0001u64 * ((1u64 << bits) - 1);
+    let (half_byte, half_shift) = ((4 * b) >> 3, ((4 * b) & 7) as u32);
+    // Both loads of group g end by byte g*b + 16.
+    let groups = (out.len() / 8).min(if data.len() >= 16 { (data.len() - 16) / b + 1 } else { 0 });
+    for (g, o) in out[..groups * 8].chunks_exact_mut(8).enumerate() {
+        let at = g * b;
+        let lo = u64::from_le_bytes(data[at..at + 8].try_into().unwrap());
+        let hi = u64::from_le_bytes(data[at + half_byte..at + half_byte + 8].try_into().unwrap()) >> half_shift;
+        // SAFETY: BMI2 is enabled for this function and the caller checked the CPU has it.
+        let (lo, hi) = unsafe { (_pdep_u64(lo, spread), _pdep_u64(hi, spread)) };
+        for j in 0..4 {
+            o[j] = (lo >> (16 * j)) as u16;
+            o[4 + j] = (hi >> (16 * j)) as u16;
+        }
+    }
+    scalar::unpack(&data[groups * b..], bits, &mut out[groups * 8..]);
+}
+
+/// [`super::merge_fields16`], sixteen words per iteration.
+///
+/// # Safety
+/// The CPU must support AVX2; all slices have the same length (checked by the caller).
+#[target_feature(enable = "avx2")]
+pub unsafe fn merge_fields16(h: &[u16], s: &[u8], m: &[u8], lo: u32, out: &mut [u16]) {
+    let n = out.len();
+    let full = n - n % 16;
+    let count = _mm_cvtsi32_si128(lo as i32);
+    let mut i = 0;
+    while i < full {
+        // SAFETY: i + 16 <= n and every slice holds n elements, so each 16-element load and the
+        // store stay in bounds; unaligned loads and stores are used.
+        unsafe {
+            let hv = _mm256_loadu_si256(h.as_ptr().add(i) as *const __m256i);
+            let sv = _mm256_cvtepu8_epi16(_mm_loadu_si128(s.as_ptr().add(i) as *const __m128i));
+            let mv = _mm256_cvtepu8_epi16(_mm_loadu_si128(m.as_ptr().add(i) as *const __m128i));
+            let r = _mm256_or_si256(_mm256_or_si256(_mm256_slli_epi16(sv, 15), _mm256_sll_epi16(hv, count)), mv);
+            _mm256_storeu_si256(out.as_mut_ptr().add(i) as *mut __m256i, r);
+        }
+        i += 16;
+    }
+    scalar::merge_fields(&h[full..], &s[full..], &m[full..], lo, 15, &mut out[full..]);
+}
+
+/// [`super::merge_planes16`], sixteen words per iteration.
+///
+/// # Safety
+/// The CPU must support AVX2; all slices have the same length (checked by the caller).
+#[target_feature(enable = "avx2")]
+pub unsafe fn merge_planes16(hi: &[u8], lo: &[u8], shift: u32, out: &mut [u16]) {
+    let n = out.len();
+    let full = n - n % 16;
+    let count = _mm_cvtsi32_si128(shift as i32);
+    let mut i = 0;
+    while i < full {
+        // SAFETY: i + 16 <= n and every slice holds n elements: loads and the store are in bounds.
+        unsafe {
+            let hv = _mm256_cvtepu8_epi16(_mm_loadu_si128(hi.as_ptr().add(i) as *const __m128i));
+            let lv = _mm256_cvtepu8_epi16(_mm_loadu_si128(lo.as_ptr().add(i) as *const __m128i));
+            _mm256_storeu_si256(
+                out.as_mut_ptr().add(i) as *mut __m256i,
+                _mm256_or_si256(_mm256_sll_epi16(hv, count), lv),
+            );
+        }
+        i += 16;
+    }
+    scalar::merge_planes(&hi[full..], &lo[full..], shift, &mut out[full..]);
+}

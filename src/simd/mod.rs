@@ -1,0 +1,197 @@
+//! CPU kernels of the decoder, one file per instruction set, always ending in the scalar one.
+//!
+//! The level is detected once (`is_x86_feature_detected!`) and cached. The environment variable
+//! `BREVIS_CPU` (`scalar` or `avx2`) can only lower it: asking for a level the CPU lacks keeps
+//! the detected one lower. Every level computes exactly the same words; `tests/simd.rs` compares
+//! each with the scalar kernels on odd lengths and every width.
+//!
+//! Kernels:
+//! * [`unpack`]: LSB-first bit-packed values of `bits` bits into u8/u16/u32/u64 words
+//!   (AVX2 level: BMI2 `pdep` expands eight values per instruction pair).
+//! * [`merge_fields`]: `(sign << top) | (head << lo) | low`, the inverse of `fields`
+//!   (AVX2 level: sixteen 16-bit words per iteration for bf16/fp16).
+//! * [`merge_planes`]: `(hi << shift) | lo`, the inverse of two byte planes.
+
+#[cfg(target_arch = "x86_64")]
+pub mod avx2;
+pub mod scalar;
+
+use std::sync::atomic::{AtomicU8, Ordering};
+
+/// An instruction-set level, lowest first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    Scalar = 1,
+    /// AVX2 and BMI2 (x86-64).
+    Avx2 = 2,
+}
+
+impl Level {
+    pub fn name(self) -> &'static str {
+        match self {
+            Level::Scalar => "scalar",
+            Level::Avx2 => "avx2",
+        }
+    }
+}
+
+/// The best level this CPU supports, ignoring `BREVIS_CPU`.
+pub fn detected() -> Level {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("bmi2") {
+            return Level::Avx2;
+        }
+    }
+    Level::Scalar
+}
+
+/// The level for a `BREVIS_CPU` value: the detected level, lowered to the requested one.
+/// An unknown value keeps the detected level.
+pub fn lowered(detected: Level, request: Option<&str>) -> Level {
+    let wanted = match request.map(|s| s.trim().to_ascii_lowercase()) {
+        Some(s) if s == "scalar" => Level::Scalar,
+        Some(s) if s == "avx2" => Level::Avx2,
+        _ => detected,
+    };
+    wanted.min(detected)
+}
+
+static LEVEL: AtomicU8 = AtomicU8::new(0);
+
+/// The level the kernels run at: detected once, lowered by `BREVIS_CPU`.
+pub fn level() -> Level {
+    match LEVEL.load(Ordering::Relaxed) {
+        1 => Level::Scalar,
+        2 => Level::Avx2,
+        _ => {
+            let l = lowered(detected(), std::env::var("BREVIS_CPU").ok().as_deref());
+            LEVEL.store(l as u8, Ordering::Relaxed);
+            l
+        }
+    }
+}
+
+/// Levels this CPU can run, lowest first (for tests and benchmarks).
+pub fn available() -> Vec<Level> {
+    [Level::Scalar, Level::Avx2].into_iter().filter(|&l| l <= detected()).collect()
+}
+
+/// Word types of streams.
+pub trait Lane: Copy + Default + Send + Sync + 'static {
+    const BITS: u32;
+    fn to_u64(self) -> u64;
+    fn from_u64(v: u64) -> Self;
+}
+
+macro_rules! lane {
+    ($t:ty) => {
+        impl Lane for $t {
+            const BITS: u32 = <$t>::BITS;
+            #[inline(always)]
+            fn to_u64(self) -> u64 {
+                self as u64
+            }
+            #[inline(always)]
+            fn from_u64(v: u64) -> Self {
+                v as $t
+            }
+        }
+    };
+}
+lane!(u8);
+lane!(u16);
+lane!(u32);
+lane!(u64);
+
+fn check_unpack(data: &[u8], bits: u32, n: usize, word_bits: u32) {
+    assert!(bits >= 1 && bits <= word_bits && (n as u128 * bits as u128).div_ceil(8) == data.len() as u128);
+}
+
+/// Unpacks `out.len()` values of `bits` bits (1..=8) from the LSB-first bit stream `data`, which
+/// holds exactly `packed_len(out.len(), bits)` bytes.
+pub fn unpack_u8(data: &[u8], bits: u32, out: &mut [u8]) {
+    unpack_u8_at(level(), data, bits, out)
+}
+
+/// [`unpack_u8`] at a given level (lowered to what the CPU has).
+pub fn unpack_u8_at(level: Level, data: &[u8], bits: u32, out: &mut [u8]) {
+    check_unpack(data, bits, out.len(), 8);
+    #[cfg(target_arch = "x86_64")]
+    if level.min(detected()) == Level::Avx2 {
+        // SAFETY: AVX2 and BMI2 were detected on this CPU.
+        return unsafe { avx2::unpack_u8(data, bits, out) };
+    }
+    let _ = level;
+    scalar::unpack(data, bits, out)
+}
+
+/// Unpacks values of `bits` bits (1..=16) into u16 words, like [`unpack_u8`].
+pub fn unpack_u16(data: &[u8], bits: u32, out: &mut [u16]) {
+    unpack_u16_at(level(), data, bits, out)
+}
+
+/// [`unpack_u16`] at a given level.
+pub fn unpack_u16_at(level: Level, data: &[u8], bits: u32, out: &mut [u16]) {
+    check_unpack(data, bits, out.len(), 16);
+    #[cfg(target_arch = "x86_64")]
+    if level.min(detected()) == Level::Avx2 {
+        // SAFETY: AVX2 and BMI2 were detected on this CPU.
+        return unsafe { avx2::unpack_u16(data, bits, out) };
+    }
+    let _ = level;
+    scalar::unpack(data, bits, out)
+}
+
+/// Unpacks into any word type (scalar at every level: wide words are rare).
+pub fn unpack<T: Lane>(data: &[u8], bits: u32, out: &mut [T]) {
+    check_unpack(data, bits, out.len(), T::BITS);
+    scalar::unpack(data, bits, out)
+}
+
+fn check_merge(a: usize, b: usize, c: usize, out: usize) {
+    assert!(a == out && b == out && c == out, "kernel inputs of different lengths");
+}
+
+/// The inverse of `fields` for 16-bit words whose low mantissa part fits a byte (bf16, and fp16
+/// with k >= 2): `out[i] = s[i] << 15 | h[i] << lo | m[i]`. Inputs are within their widths.
+pub fn merge_fields16(h: &[u16], s: &[u8], m: &[u8], lo: u32, out: &mut [u16]) {
+    merge_fields16_at(level(), h, s, m, lo, out)
+}
+
+/// [`merge_fields16`] at a given level.
+pub fn merge_fields16_at(level: Level, h: &[u16], s: &[u8], m: &[u8], lo: u32, out: &mut [u16]) {
+    check_merge(h.len(), s.len(), m.len(), out.len());
+    assert!(lo <= 8);
+    #[cfg(target_arch = "x86_64")]
+    if level.min(detected()) == Level::Avx2 {
+        // SAFETY: AVX2 was detected on this CPU.
+        return unsafe { avx2::merge_fields16(h, s, m, lo, out) };
+    }
+    let _ = level;
+    scalar::merge_fields(h, s, m, lo, 15, out)
+}
+
+/// The inverse of `fields` for any word types: `out[i] = s[i] << top | h[i] << lo | m[i]`.
+pub fn merge_fields<H: Lane, M: Lane, O: Lane>(h: &[H], s: &[u8], m: &[M], lo: u32, top: u32, out: &mut [O]) {
+    check_merge(h.len(), s.len(), m.len(), out.len());
+    scalar::merge_fields(h, s, m, lo, top, out)
+}
+
+/// The inverse of two byte planes of words up to 16 bits: `out[i] = hi[i] << shift | lo[i]`.
+pub fn merge_planes16(hi: &[u8], lo: &[u8], shift: u32, out: &mut [u16]) {
+    merge_planes16_at(level(), hi, lo, shift, out)
+}
+
+/// [`merge_planes16`] at a given level.
+pub fn merge_planes16_at(level: Level, hi: &[u8], lo: &[u8], shift: u32, out: &mut [u16]) {
+    check_merge(hi.len(), lo.len(), out.len(), out.len());
+    assert!(shift <= 8);
+    #[cfg(target_arch = "x86_64")]
+    if level.min(detected()) == Level::Avx2 {
+        // SAFETY: AVX2 was detected on this CPU.
+        return unsafe { avx2::merge_planes16(hi, lo, shift, out) };
+    }
+    let _ = level;
+    scalar::merge_planes(hi, lo, shift, out)
+}
