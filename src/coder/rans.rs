@@ -189,7 +189,9 @@ fn read_table(r: &mut BitReader) -> Result<Table> {
         prev = s;
     }
     let prob_bits = r.get(3)? as u32 + MIN_PROB_BITS;
-    if prob_bits > MAX_PROB_BITS || (1u64 << prob_bits) < used {
+    // The writer (`build_table`) never uses more precision than max(14, ceil_log2(used) + 2)
+    // bits; refusing more bounds the slot tables that a forged block can make the decoder build.
+    if prob_bits > MAX_PROB_BITS || (1u64 << prob_bits) < used || prob_bits > (ceil_log2(used) + 2).max(14) {
         return Err(Error::corrupt("rANS table: bad precision"));
     }
     let freqs = if used == 1 {

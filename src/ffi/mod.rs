@@ -233,10 +233,12 @@ mod tests {
             BREVIS_ERROR_NOT_FOUND,
             BREVIS_ERROR_PANIC,
         ];
+        // SAFETY: brevis_error_string returns a pointer to a static NUL-terminated string.
         let unknown = unsafe { CStr::from_ptr(brevis_error_string(1)) };
         let mut seen = std::collections::HashSet::new();
         for (i, &c) in codes.iter().enumerate() {
             assert_eq!(c, -(i as c_int), "codes are fixed and dense");
+            // SAFETY: as above, a static NUL-terminated string.
             let m = unsafe { CStr::from_ptr(brevis_error_string(c)) };
             assert_ne!(m, unknown);
             assert!(seen.insert(m.to_bytes().to_vec()));
@@ -245,6 +247,7 @@ mod tests {
 
     #[test]
     fn version() {
+        // SAFETY: brevis_version returns a pointer to a static NUL-terminated string.
         let v = unsafe { CStr::from_ptr(brevis_version()) }.to_str().unwrap();
         assert_eq!(v, env!("CARGO_PKG_VERSION"));
         let parts: Vec<u32> = v.split('.').map(|p| p.parse().unwrap()).collect();
