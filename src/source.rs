@@ -219,3 +219,34 @@ mod tests {
         assert!(Source::file(&f).unwrap().range(0, 10_001).is_err());
     }
 }
+
+/// A whole file mapped read-only (an empty file is an empty slice: it cannot be mapped). For the
+/// callers that need the whole input at once (the C ABI's file helpers, `brevis prior learn`,
+/// `bench`, compressing against a reference); the file must not change while it is mapped.
+pub enum MappedFile {
+    Empty,
+    Map(memmap2::Mmap),
+}
+
+impl MappedFile {
+    pub fn open(path: &std::path::Path) -> std::io::Result<MappedFile> {
+        let f = File::open(path)?;
+        if f.metadata()?.len() == 0 {
+            return Ok(MappedFile::Empty);
+        }
+        // SAFETY: the map is read-only and private to this process; like zstd and every
+        // mmap-based tool, we rely on the file not being truncated by another process while we
+        // read it.
+        Ok(MappedFile::Map(unsafe { memmap2::Mmap::map(&f) }?))
+    }
+}
+
+impl std::ops::Deref for MappedFile {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            MappedFile::Empty => &[],
+            MappedFile::Map(m) => m,
+        }
+    }
+}

@@ -8,6 +8,7 @@
 #[path = "brevis/bench.rs"]
 mod bench;
 
+use brevis::source::MappedFile as Input;
 use clap::{Args, Parser, Subcommand};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -213,30 +214,7 @@ fn main() -> ExitCode {
 
 /// Maps the input read-only. The file must not change while it is mapped.
 fn read_input(path: &Path) -> Result<Input, String> {
-    let f = std::fs::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-    let len = f.metadata().map_err(|e| format!("cannot stat {}: {e}", path.display()))?.len();
-    if len == 0 {
-        return Ok(Input::Empty);
-    }
-    // SAFETY: the map is read-only and private to this process; like zstd and every mmap-based
-    // tool, we rely on the file not being truncated by another process while we read it.
-    let map = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| format!("cannot map {}: {e}", path.display()))?;
-    Ok(Input::Map(map))
-}
-
-enum Input {
-    Empty,
-    Map(memmap2::Mmap),
-}
-
-impl std::ops::Deref for Input {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        match self {
-            Input::Empty => &[],
-            Input::Map(m) => m,
-        }
-    }
+    Input::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))
 }
 
 /// Writes `data` to `out` atomically: temp file in the same folder, fsync, rename.

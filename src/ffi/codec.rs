@@ -245,30 +245,8 @@ fn path_of(bytes: &[u8]) -> Result<PathBuf, Status> {
     }
 }
 
-/// An input file, mapped read-only.
-enum Input {
-    Empty,
-    Map(memmap2::Mmap),
-}
-
-impl std::ops::Deref for Input {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        match self {
-            Input::Empty => &[],
-            Input::Map(m) => m,
-        }
-    }
-}
-
-fn read_input(path: &Path) -> Result<Input, Status> {
-    let f = std::fs::File::open(path).map_err(|_| BREVIS_ERROR_IO)?;
-    if f.metadata().map_err(|_| BREVIS_ERROR_IO)?.len() == 0 {
-        return Ok(Input::Empty);
-    }
-    // SAFETY: a read-only private map; like every mmap-based tool we rely on the file not being
-    // truncated by another process while it is read (documented on the file helpers).
-    Ok(Input::Map(unsafe { memmap2::Mmap::map(&f) }.map_err(|_| BREVIS_ERROR_IO)?))
+fn read_input(path: &Path) -> Result<crate::source::MappedFile, Status> {
+    crate::source::MappedFile::open(path).map_err(|_| BREVIS_ERROR_IO)
 }
 
 /// Writes `data` to `out` atomically: a temporary file in the same folder, synced, then renamed
