@@ -29,23 +29,6 @@ pub enum Ctx<'a> {
     Side(&'a [u16]),
 }
 
-impl Ctx<'_> {
-    #[inline]
-    fn value(&self, symbols: &[u16], i: usize) -> u16 {
-        match self {
-            Ctx::None => 0,
-            Ctx::Back(d) => {
-                if i < *d {
-                    0
-                } else {
-                    symbols[i - d]
-                }
-            }
-            Ctx::Side(s) => s[i],
-        }
-    }
-}
-
 const L: u32 = 1 << 16;
 const MAX_PROB_BITS: u32 = 16;
 const MIN_PROB_BITS: u32 = 10;
@@ -216,15 +199,6 @@ fn read_table(r: &mut BitReader) -> Result<Table> {
     Ok(Table { prob_bits, syms, freqs })
 }
 
-/// Sparse histogram of `symbols` restricted to positions whose context falls in each bucket.
-fn histogram(symbols: &[u16], alphabet: usize) -> Vec<(u16, u64)> {
-    let mut counts = vec![0u64; alphabet];
-    for &s in symbols {
-        counts[s as usize] += 1;
-    }
-    counts.iter().enumerate().filter(|c| *c.1 > 0).map(|(s, &c)| (s as u16, c)).collect()
-}
-
 fn entropy_bits(hist: &[(u16, u64)]) -> f64 {
     let n: u64 = hist.iter().map(|h| h.1).sum();
     if n == 0 {
@@ -258,18 +232,110 @@ fn merge_hist(a: &[(u16, u64)], b: &[(u16, u64)]) -> Vec<(u16, u64)> {
     out
 }
 
+/// Context value of every symbol (`Ctx::None`: none).
+fn context_values<'a>(symbols: &[u16], ctx: Ctx<'a>) -> std::borrow::Cow<'a, [u16]> {
+    use std::borrow::Cow;
+    match ctx {
+        Ctx::None => Cow::Owned(Vec::new()),
+        Ctx::Back(d) => {
+            let n = symbols.len();
+            let mut v = vec![0u16; n];
+            if d < n {
+                v[d..].copy_from_slice(&symbols[..n - d]);
+            }
+            Cow::Owned(v)
+        }
+        Ctx::Side(s) => Cow::Borrowed(s),
+    }
+}
+
+/// Counts of each symbol below `alphabet`. Four partial counts, so that runs of one symbol (a
+/// skewed source) do not wait on each other's increments.
+fn count(symbols: &[u16], alphabet: usize) -> Vec<u64> {
+    let mut c = vec![[0u32; 4]; alphabet];
+    let mut quads = symbols.chunks_exact(4);
+    for q in &mut quads {
+        c[q[0] as usize][0] += 1;
+        c[q[1] as usize][1] += 1;
+        c[q[2] as usize][2] += 1;
+        c[q[3] as usize][3] += 1;
+    }
+    for &s in quads.remainder() {
+        c[s as usize][0] += 1;
+    }
+    c.iter().map(|p| p.iter().map(|&x| x as u64).sum()).collect()
+}
+
+/// Largest `buckets x used symbols` counted with one dense array; above it the (bucket, symbol)
+/// pairs are sorted instead.
+const DENSE_CELLS: usize = 1 << 20;
+
+/// Sparse histogram of each bucket: symbol `i` falls in bucket `bucket_of[cv[i]] < nb`.
+fn bucket_hists(symbols: &[u16], cv: &[u16], bucket_of: &[u8], nb: usize, alphabet: usize) -> Vec<Vec<(u16, u64)>> {
+    let total = count(symbols, alphabet);
+    let used: Vec<u16> = (0..alphabet).filter(|&s| total[s] > 0).map(|s| s as u16).collect();
+    let mut hists: Vec<Vec<(u16, u64)>> = vec![Vec::new(); nb];
+    let u = used.len();
+    if nb * u <= DENSE_CELLS && symbols.len() <= u32::MAX as usize {
+        let mut rank = vec![0u32; alphabet];
+        for (r, &s) in used.iter().enumerate() {
+            rank[s as usize] = r as u32;
+        }
+        // Two partial counts (even and odd positions), so that runs of one (bucket, symbol)
+        // pair do not wait on each other's increments.
+        let cells = nb * u;
+        let mut flat = vec![0u32; 2 * cells];
+        let cell = |i: usize| bucket_of[cv[i] as usize] as usize * u + rank[symbols[i] as usize] as usize;
+        let n2 = symbols.len() & !1;
+        for i in (0..n2).step_by(2) {
+            flat[cell(i)] += 1;
+            flat[cells + cell(i + 1)] += 1;
+        }
+        if n2 < symbols.len() {
+            flat[cell(n2)] += 1;
+        }
+        let (a, b) = flat.split_at(cells);
+        for ((h, fa), fb) in hists.iter_mut().zip(a.chunks_exact(u)).zip(b.chunks_exact(u)) {
+            h.extend(fa.iter().zip(fb).zip(&used).filter(|x| *x.0 .0 + *x.0 .1 > 0).map(|((&x, &y), &s)| (s, (x + y) as u64)));
+        }
+    } else {
+        let mut keys: Vec<u32> =
+            symbols.iter().zip(cv).map(|(&s, &c)| (bucket_of[c as usize] as u32) << 16 | s as u32).collect();
+        keys.sort_unstable();
+        for run in keys.chunk_by(|a, b| a == b) {
+            hists[(run[0] >> 16) as usize].push((run[0] as u16, run.len() as u64));
+        }
+    }
+    hists
+}
+
+fn sparse(counts: &[u64]) -> Vec<(u16, u64)> {
+    counts.iter().enumerate().filter(|c| *c.1 > 0).map(|(s, &c)| (s as u16, c)).collect()
+}
+
+/// The contexts of a block: thresholds on the context value, the table of every symbol (empty
+/// with one table) and each table's histogram.
+struct Contexts {
+    thresholds: Vec<u16>,
+    table_of: Vec<u8>,
+    hists: Vec<Vec<(u16, u64)>>,
+}
+
 /// Picks context thresholds: start from up to `MAX_CONTEXTS` quantile buckets of the context value,
 /// then merge neighbours while the estimated total (data + tables) shrinks.
-fn choose_thresholds(symbols: &[u16], ctx: Ctx, alphabet: usize) -> Vec<u16> {
-    if matches!(ctx, Ctx::None) || symbols.len() < 4096 {
-        return Vec::new();
-    }
+fn choose_contexts(symbols: &[u16], ctx: Ctx, alphabet: usize) -> Contexts {
     let n = symbols.len();
-    let range = (0..n).map(|i| ctx.value(symbols, i)).max().unwrap_or(0) as usize + 1;
-    let mut cvals = vec![0u64; range];
-    for i in 0..n {
-        cvals[ctx.value(symbols, i) as usize] += 1;
+    let single = |symbols: &[u16]| Contexts {
+        thresholds: Vec::new(),
+        table_of: Vec::new(),
+        hists: vec![sparse(&count(symbols, alphabet))],
+    };
+    if matches!(ctx, Ctx::None) || n < 4096 {
+        return single(symbols);
     }
+    let cv = context_values(symbols, ctx);
+    let range = cv.iter().copied().max().unwrap_or(0) as usize + 1;
+    let cvals = count(&cv, range);
     // Quantile buckets over context values, each at least n/MAX_CONTEXTS and 1024 symbols.
     let min_fill = (n / MAX_CONTEXTS).max(1024) as u64;
     let mut bounds: Vec<u16> = Vec::new(); // start value of each bucket after the first
@@ -290,32 +356,54 @@ fn choose_thresholds(symbols: &[u16], ctx: Ctx, alphabet: usize) -> Vec<u16> {
         fill += cvals[v];
     }
     if bounds.is_empty() {
-        return bounds;
+        return single(symbols);
     }
     let nb = bounds.len() + 1;
-    let mut per: Vec<Vec<u16>> = vec![Vec::new(); nb];
-    for i in 0..n {
-        per[bucket_of[ctx.value(symbols, i) as usize] as usize].push(symbols[i]);
-    }
-    let mut hists: Vec<Vec<(u16, u64)>> = per.iter().map(|p| histogram(p, alphabet)).collect();
+    let mut hists = bucket_hists(symbols, &cv, &bucket_of, nb, alphabet);
     let mut costs: Vec<f64> = hists.iter().map(|h| block_cost(h)).collect();
+    // Buckets merged so far: table g holds buckets first[g]..first[g + 1].
+    let mut first: Vec<usize> = (0..nb).collect();
+    // The merge of each neighbour pair and what it saves; only the pairs next to a merge change.
+    let pair = |hists: &[Vec<(u16, u64)>], costs: &[f64], i: usize| {
+        let m = merge_hist(&hists[i], &hists[i + 1]);
+        let c = block_cost(&m);
+        (c - costs[i] - costs[i + 1], c, m)
+    };
+    let mut pairs: Vec<(f64, f64, Vec<(u16, u64)>)> = (0..nb - 1).map(|i| pair(&hists, &costs, i)).collect();
     loop {
-        let mut best: Option<(usize, f64, Vec<(u16, u64)>)> = None;
-        for i in 0..hists.len().saturating_sub(1) {
-            let m = merge_hist(&hists[i], &hists[i + 1]);
-            let delta = block_cost(&m) - costs[i] - costs[i + 1];
-            if delta < 0.0 && best.as_ref().map_or(true, |b| delta < b.1) {
-                best = Some((i, delta, m));
+        let mut best: Option<(usize, f64)> = None;
+        for (i, p) in pairs.iter().enumerate() {
+            if p.0 < 0.0 && best.map_or(true, |b| p.0 < b.1) {
+                best = Some((i, p.0));
             }
         }
-        let Some((i, _, m)) = best else { break };
-        costs[i] = block_cost(&m);
+        let Some((i, _)) = best else { break };
+        let (_, c, m) = pairs.remove(i);
+        costs[i] = c;
         hists[i] = m;
         hists.remove(i + 1);
         costs.remove(i + 1);
         bounds.remove(i);
+        first.remove(i + 1);
+        if i > 0 {
+            pairs[i - 1] = pair(&hists, &costs, i - 1);
+        }
+        if i + 1 < hists.len() {
+            pairs[i] = pair(&hists, &costs, i);
+        }
     }
-    bounds
+    let k = first.len();
+    let table_of = if k > 1 {
+        let mut group = vec![0u8; nb];
+        for (g, w) in first.iter().zip(first.iter().skip(1).chain([&nb])).enumerate() {
+            group[*w.0..*w.1].fill(g as u8);
+        }
+        let table: Vec<u8> = bucket_of.iter().map(|&b| group[b as usize]).collect();
+        cv.iter().map(|&c| table[c as usize]).collect()
+    } else {
+        Vec::new()
+    };
+    Contexts { thresholds: bounds, table_of, hists }
 }
 
 /// Table index of every context value below `range`.
@@ -331,6 +419,74 @@ fn ctx_map(thresholds: &[u16], range: usize) -> Vec<u8> {
     map
 }
 
+/// Encoder entry of one symbol of one table. The state update `x -> (x / f) << p | x % f + cum`
+/// is computed as `x + cum + q * (2^p - f)` with `q = x / f` from a multiplication by the
+/// rounded-up reciprocal `m = ceil(2^(32 + l) / f)` (`l = ceil(log2 f)`, so `2^32 <= m < 2^33`;
+/// `rcp` holds `m - 2^32`), which is exact for every 32-bit `x` (Granlund and Montgomery,
+/// "Division by invariant integers using multiplication", 1994, theorem 4.2).
+#[derive(Clone, Copy, Default)]
+struct EncSym {
+    rcp: u32,
+    freq: u32,
+    cum: u16,
+    cmpl: u16,
+    l: u8,
+    /// `32 - p`: states with `x >> renorm >= freq` are renormalized first.
+    renorm: u8,
+}
+
+impl EncSym {
+    fn new(f: u32, cum: u32, p: u32) -> EncSym {
+        let l = ceil_log2(f as u64);
+        let m = ((1u128 << (32 + l)) + f as u128 - 1) / f as u128;
+        debug_assert!(m >= 1 << 32 && m < 1 << 33 && cum < 1 << 16 && (1 << p) - f < 1 << 16);
+        EncSym {
+            rcp: (m - (1 << 32)) as u32,
+            freq: f,
+            cum: cum as u16,
+            cmpl: ((1u32 << p) - f) as u16,
+            l: l as u8,
+            renorm: (32 - p) as u8,
+        }
+    }
+
+    #[inline(always)]
+    fn quotient(&self, x: u32) -> u32 {
+        ((((x as u64 * self.rcp as u64) >> 32) + x as u64) >> self.l) as u32
+    }
+
+    /// One symbol: renormalize into `words`, then code.
+    #[inline(always)]
+    fn put(&self, x: &mut u32, words: &mut Vec<u16>) {
+        if *x >> self.renorm >= self.freq {
+            words.push(*x as u16);
+            *x >>= 16;
+        }
+        let q = self.quotient(*x);
+        *x = x.wrapping_add(self.cum as u32).wrapping_add(q.wrapping_mul(self.cmpl as u32));
+    }
+}
+
+/// Runs the coder over symbols `n - 1` down to 0 (`entry(i)`: symbol i's entry); symbol i is coded
+/// by state `i & 3`. Returns the final states and the renormalization words in the order written.
+#[inline(always)]
+fn code_symbols<'e>(n: usize, entry: impl Fn(usize) -> &'e EncSym) -> ([u32; 4], Vec<u16>) {
+    let mut states = [L; 4];
+    let mut words: Vec<u16> = Vec::with_capacity(n / 2 + 8);
+    let n4 = n & !3;
+    for i in (n4..n).rev() {
+        entry(i).put(&mut states[i & 3], &mut words);
+    }
+    let [mut x0, mut x1, mut x2, mut x3] = states;
+    for i in (0..n4).step_by(4).rev() {
+        entry(i + 3).put(&mut x3, &mut words);
+        entry(i + 2).put(&mut x2, &mut words);
+        entry(i + 1).put(&mut x1, &mut words);
+        entry(i).put(&mut x0, &mut words);
+    }
+    ([x0, x1, x2, x3], words)
+}
+
 /// Encodes `symbols` (at least one) and appends the block to `out`.
 pub fn encode(symbols: &[u16], ctx: Ctx, out: &mut Vec<u8>) {
     assert!(!symbols.is_empty());
@@ -338,23 +494,8 @@ pub fn encode(symbols: &[u16], ctx: Ctx, out: &mut Vec<u8>) {
         assert_eq!(s.len(), symbols.len());
     }
     let alphabet = *symbols.iter().max().unwrap() as usize + 1;
-    let thresholds = choose_thresholds(symbols, ctx, alphabet);
-    let k = thresholds.len() + 1;
-    let map = if k > 1 {
-        let range = (0..symbols.len()).map(|i| ctx.value(symbols, i)).max().unwrap_or(0) as usize + 1;
-        ctx_map(&thresholds, range)
-    } else {
-        Vec::new()
-    };
-    let mut per: Vec<Vec<u64>> = vec![vec![0u64; alphabet]; k];
-    let mut ctx_of = Vec::with_capacity(if k > 1 { symbols.len() } else { 0 });
-    for (i, &s) in symbols.iter().enumerate() {
-        let c = if k > 1 { map[ctx.value(symbols, i) as usize] as usize } else { 0 };
-        if k > 1 {
-            ctx_of.push(c as u8);
-        }
-        per[c][s as usize] += 1;
-    }
+    let Contexts { thresholds, table_of, hists } = choose_contexts(symbols, ctx, alphabet);
+    let k = hists.len();
     let mut w = BitWriter::new();
     w.gamma(k as u64);
     let mut prev = 0u64;
@@ -362,44 +503,47 @@ pub fn encode(symbols: &[u16], ctx: Ctx, out: &mut Vec<u8>) {
         w.gamma(t as u64 - prev);
         prev = t as u64;
     }
-    // Encoder lookup: per context, per symbol (freq, cum).
-    let mut enc: Vec<Vec<(u32, u32)>> = Vec::with_capacity(k);
-    let mut bits: Vec<u32> = Vec::with_capacity(k);
-    for counts in &per {
-        let hist: Vec<(u16, u64)> =
-            counts.iter().enumerate().filter(|c| *c.1 > 0).map(|(s, &c)| (s as u16, c)).collect();
-        let hist = if hist.is_empty() { vec![(0u16, 1u64)] } else { hist };
+    // Encoder entries of table c at c * stride: indexed by the symbol itself when the tables are
+    // small, else by the symbol's rank among the block's symbols.
+    let compact = k > 1 && k * alphabet > 1 << 16;
+    let rank: Vec<u16> = if compact {
+        let mut seen = vec![false; alphabet];
+        hists.iter().flatten().for_each(|h| seen[h.0 as usize] = true);
+        let mut r = 0u16;
+        seen.iter().map(|&u| if u { r += 1; r - 1 } else { 0 }).collect()
+    } else {
+        Vec::new()
+    };
+    let stride = if compact { rank.iter().max().map_or(0, |&r| r as usize + 1).max(1) } else { alphabet };
+    let mut enc: Vec<EncSym> = vec![EncSym::default(); k * stride];
+    for (c, hist) in hists.iter().enumerate() {
+        let hist = if hist.is_empty() { vec![(0u16, 1u64)] } else { hist.clone() };
         let (table, qs, r_log, _) = build_table(&hist);
         write_table(&mut w, &table, &qs, r_log);
-        let mut e = vec![(0u32, 0u32); alphabet];
         let mut cum = 0u32;
         for (&s, &f) in table.syms.iter().zip(&table.freqs) {
-            e[s as usize] = (f, cum);
+            if (s as usize) < alphabet {
+                let j = if compact { rank[s as usize] as usize } else { s as usize };
+                enc[c * stride + j] = EncSym::new(f, cum, table.prob_bits);
+            }
             cum += f;
         }
-        enc.push(e);
-        bits.push(table.prob_bits);
     }
     out.extend_from_slice(&w.finish());
 
-    let mut states = [L; 4];
-    let mut words: Vec<u16> = Vec::with_capacity(symbols.len() / 2 + 8);
-    for i in (0..symbols.len()).rev() {
-        let c = if k > 1 { ctx_of[i] as usize } else { 0 };
-        let (f, cum) = enc[c][symbols[i] as usize];
-        let p = bits[c];
-        let x = &mut states[i & 3];
-        let x_max = (((L >> p) as u64) << 16) * f as u64;
-        if *x as u64 >= x_max {
-            words.push(*x as u16);
-            *x >>= 16;
-        }
-        *x = ((*x / f) << p) + (*x % f) + cum;
-    }
+    let n = symbols.len();
+    let (states, words) = if k == 1 {
+        code_symbols(n, |i| &enc[symbols[i] as usize])
+    } else if compact {
+        code_symbols(n, |i| &enc[table_of[i] as usize * stride + rank[symbols[i] as usize] as usize])
+    } else {
+        code_symbols(n, |i| &enc[table_of[i] as usize * stride + symbols[i] as usize])
+    };
     put_varint(out, words.len() as u64);
     for s in states {
         out.extend_from_slice(&s.to_le_bytes());
     }
+    out.reserve(words.len() * 2);
     for &wd in words.iter().rev() {
         out.extend_from_slice(&wd.to_le_bytes());
     }
@@ -629,6 +773,173 @@ pub fn decode(input: &[u8], n: usize, ctx: Ctx, out: &mut Vec<u16>) -> Result<us
 mod tests {
     use super::*;
 
+    /// The encoder as it was before the single-pass context histograms and the reciprocal
+    /// state update: `encode` must write exactly the same bytes.
+    mod reference {
+        use super::super::*;
+
+        impl Ctx<'_> {
+            #[inline]
+            fn value(&self, symbols: &[u16], i: usize) -> u16 {
+                match self {
+                    Ctx::None => 0,
+                    Ctx::Back(d) => {
+                        if i < *d {
+                            0
+                        } else {
+                            symbols[i - d]
+                        }
+                    }
+                    Ctx::Side(s) => s[i],
+                }
+            }
+        }
+
+        /// Sparse histogram of `symbols` restricted to positions whose context falls in each bucket.
+        fn histogram(symbols: &[u16], alphabet: usize) -> Vec<(u16, u64)> {
+            let mut counts = vec![0u64; alphabet];
+            for &s in symbols {
+                counts[s as usize] += 1;
+            }
+            counts.iter().enumerate().filter(|c| *c.1 > 0).map(|(s, &c)| (s as u16, c)).collect()
+        }
+
+        /// Picks context thresholds: start from up to `MAX_CONTEXTS` quantile buckets of the context value,
+        /// then merge neighbours while the estimated total (data + tables) shrinks.
+        fn choose_thresholds(symbols: &[u16], ctx: Ctx, alphabet: usize) -> Vec<u16> {
+            if matches!(ctx, Ctx::None) || symbols.len() < 4096 {
+                return Vec::new();
+            }
+            let n = symbols.len();
+            let range = (0..n).map(|i| ctx.value(symbols, i)).max().unwrap_or(0) as usize + 1;
+            let mut cvals = vec![0u64; range];
+            for i in 0..n {
+                cvals[ctx.value(symbols, i) as usize] += 1;
+            }
+            // Quantile buckets over context values, each at least n/MAX_CONTEXTS and 1024 symbols.
+            let min_fill = (n / MAX_CONTEXTS).max(1024) as u64;
+            let mut bounds: Vec<u16> = Vec::new(); // start value of each bucket after the first
+            let mut fill = 0u64;
+            let mut bucket_of = vec![0u8; range];
+            let mut b = 0usize;
+            for v in 0..range {
+                if cvals[v] == 0 {
+                    bucket_of[v] = b as u8;
+                    continue;
+                }
+                if fill >= min_fill && b + 1 < MAX_CONTEXTS {
+                    b += 1;
+                    bounds.push(v as u16);
+                    fill = 0;
+                }
+                bucket_of[v] = b as u8;
+                fill += cvals[v];
+            }
+            if bounds.is_empty() {
+                return bounds;
+            }
+            let nb = bounds.len() + 1;
+            let mut per: Vec<Vec<u16>> = vec![Vec::new(); nb];
+            for i in 0..n {
+                per[bucket_of[ctx.value(symbols, i) as usize] as usize].push(symbols[i]);
+            }
+            let mut hists: Vec<Vec<(u16, u64)>> = per.iter().map(|p| histogram(p, alphabet)).collect();
+            let mut costs: Vec<f64> = hists.iter().map(|h| block_cost(h)).collect();
+            loop {
+                let mut best: Option<(usize, f64, Vec<(u16, u64)>)> = None;
+                for i in 0..hists.len().saturating_sub(1) {
+                    let m = merge_hist(&hists[i], &hists[i + 1]);
+                    let delta = block_cost(&m) - costs[i] - costs[i + 1];
+                    if delta < 0.0 && best.as_ref().map_or(true, |b| delta < b.1) {
+                        best = Some((i, delta, m));
+                    }
+                }
+                let Some((i, _, m)) = best else { break };
+                costs[i] = block_cost(&m);
+                hists[i] = m;
+                hists.remove(i + 1);
+                costs.remove(i + 1);
+                bounds.remove(i);
+            }
+            bounds
+        }
+
+/// Encodes `symbols` (at least one) and appends the block to `out`.
+        pub fn encode_reference(symbols: &[u16], ctx: Ctx, out: &mut Vec<u8>) {
+            assert!(!symbols.is_empty());
+            if let Ctx::Side(s) = ctx {
+                assert_eq!(s.len(), symbols.len());
+            }
+            let alphabet = *symbols.iter().max().unwrap() as usize + 1;
+            let thresholds = choose_thresholds(symbols, ctx, alphabet);
+            let k = thresholds.len() + 1;
+            let map = if k > 1 {
+                let range = (0..symbols.len()).map(|i| ctx.value(symbols, i)).max().unwrap_or(0) as usize + 1;
+                ctx_map(&thresholds, range)
+            } else {
+                Vec::new()
+            };
+            let mut per: Vec<Vec<u64>> = vec![vec![0u64; alphabet]; k];
+            let mut ctx_of = Vec::with_capacity(if k > 1 { symbols.len() } else { 0 });
+            for (i, &s) in symbols.iter().enumerate() {
+                let c = if k > 1 { map[ctx.value(symbols, i) as usize] as usize } else { 0 };
+                if k > 1 {
+                    ctx_of.push(c as u8);
+                }
+                per[c][s as usize] += 1;
+            }
+            let mut w = BitWriter::new();
+            w.gamma(k as u64);
+            let mut prev = 0u64;
+            for &t in &thresholds {
+                w.gamma(t as u64 - prev);
+                prev = t as u64;
+            }
+            // Encoder lookup: per context, per symbol (freq, cum).
+            let mut enc: Vec<Vec<(u32, u32)>> = Vec::with_capacity(k);
+            let mut bits: Vec<u32> = Vec::with_capacity(k);
+            for counts in &per {
+                let hist: Vec<(u16, u64)> =
+                    counts.iter().enumerate().filter(|c| *c.1 > 0).map(|(s, &c)| (s as u16, c)).collect();
+                let hist = if hist.is_empty() { vec![(0u16, 1u64)] } else { hist };
+                let (table, qs, r_log, _) = build_table(&hist);
+                write_table(&mut w, &table, &qs, r_log);
+                let mut e = vec![(0u32, 0u32); alphabet];
+                let mut cum = 0u32;
+                for (&s, &f) in table.syms.iter().zip(&table.freqs) {
+                    e[s as usize] = (f, cum);
+                    cum += f;
+                }
+                enc.push(e);
+                bits.push(table.prob_bits);
+            }
+            out.extend_from_slice(&w.finish());
+
+            let mut states = [L; 4];
+            let mut words: Vec<u16> = Vec::with_capacity(symbols.len() / 2 + 8);
+            for i in (0..symbols.len()).rev() {
+                let c = if k > 1 { ctx_of[i] as usize } else { 0 };
+                let (f, cum) = enc[c][symbols[i] as usize];
+                let p = bits[c];
+                let x = &mut states[i & 3];
+                let x_max = (((L >> p) as u64) << 16) * f as u64;
+                if *x as u64 >= x_max {
+                    words.push(*x as u16);
+                    *x >>= 16;
+                }
+                *x = ((*x / f) << p) + (*x % f) + cum;
+            }
+            put_varint(out, words.len() as u64);
+            for s in states {
+                out.extend_from_slice(&s.to_le_bytes());
+            }
+            for &wd in words.iter().rev() {
+                out.extend_from_slice(&wd.to_le_bytes());
+            }
+        }
+
+    }
+
     fn lcg(seed: &mut u64) -> u64 {
         *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         *seed >> 33
@@ -694,6 +1005,60 @@ mod tests {
             let junk: Vec<u8> = (0..len).map(|_| lcg(&mut seed) as u8).collect();
             let mut dec = Vec::new();
             let _ = decode(&junk, 100, Ctx::Back(1), &mut dec);
+        }
+    }
+
+    #[test]
+    fn reciprocal_division_is_exact() {
+        let mut seed = 11;
+        let mut fs: Vec<u32> = (1..=4096).collect();
+        fs.extend((12..=16).flat_map(|b| [(1u32 << b) - 1, 1 << b, (1 << b) + 1]));
+        fs.extend((0..2000).map(|_| (lcg(&mut seed) % 65536) as u32 + 1));
+        for &f in &fs {
+            let p = ceil_log2(f as u64).max(MIN_PROB_BITS).min(MAX_PROB_BITS);
+            if f > 1 << p {
+                continue;
+            }
+            let e = EncSym::new(f, 0, p);
+            let mut xs: Vec<u32> = vec![0, 1, f - 1, f, f.wrapping_add(1), u32::MAX, u32::MAX - 1, u32::MAX - f];
+            xs.extend((0..200).map(|_| (lcg(&mut seed) as u32) ^ ((lcg(&mut seed) as u32) << 31)));
+            for x in xs {
+                assert_eq!(e.quotient(x), x / f, "x {x} f {f}");
+            }
+        }
+    }
+
+    /// The encoder writes the same bytes as the straightforward one kept in `reference`.
+    #[test]
+    fn same_bytes_as_reference_encoder() {
+        let mut seed = 5;
+        let mut cases: Vec<(Vec<u16>, Option<Vec<u16>>, Option<usize>)> = Vec::new();
+        for &(n, alpha) in &[(1usize, 3u64), (3, 5), (4097, 40), (20_001, 300), (70_003, 12), (5000, 60_000), (140_003, 60_000)] {
+            let side: Vec<u16> = (0..n).map(|_| (lcg(&mut seed) % 97) as u16).collect();
+            let syms: Vec<u16> =
+                side.iter().map(|&c| ((c as u64 * 7 + lcg(&mut seed) % 9 + (lcg(&mut seed) % 50 == 0) as u64 * (alpha / 2)) % alpha) as u16).collect();
+            cases.push((syms.clone(), None, None));
+            cases.push((syms.clone(), None, Some(1)));
+            cases.push((syms.clone(), None, Some(384)));
+            cases.push((syms, Some(side), None));
+        }
+        // A smooth source whose previous value matters (many buckets, many merges).
+        let mut v = 500i64;
+        let walk: Vec<u16> = (0..100_000).map(|_| { v = (v + (lcg(&mut seed) % 21) as i64 - 10).clamp(0, 1000); v as u16 }).collect();
+        cases.push((walk, None, Some(1)));
+        for (syms, side, back) in &cases {
+            let ctx = match (side, back) {
+                (Some(s), _) => Ctx::Side(s),
+                (None, Some(d)) => Ctx::Back(*d),
+                _ => Ctx::None,
+            };
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            encode(syms, ctx, &mut a);
+            reference::encode_reference(syms, ctx, &mut b);
+            assert!(a == b, "n {} ctx side {} back {:?}", syms.len(), side.is_some(), back);
+            let mut dec = Vec::new();
+            decode(&a, syms.len(), ctx, &mut dec).unwrap();
+            assert_eq!(&dec, syms);
         }
     }
 }
