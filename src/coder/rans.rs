@@ -199,18 +199,50 @@ fn read_table(r: &mut BitReader) -> Result<Table> {
     Ok(Table { prob_bits, syms, freqs })
 }
 
-fn entropy_bits(hist: &[(u16, u64)]) -> f64 {
-    let n: u64 = hist.iter().map(|h| h.1).sum();
-    if n == 0 {
-        return 0.0;
+/// log2 of `x > 0` to about 1e-9: the exponent, and `ln` of the mantissa (normalized to
+/// [sqrt(1/2), sqrt(2))) from five terms of `2 atanh(t)`, `t = (m - 1) / (m + 1)`. Plain
+/// arithmetic, so every machine gets the same bits (the cost model only compares estimates).
+#[inline]
+fn log2_approx(x: f64) -> f64 {
+    let bits = x.to_bits();
+    let mut e = ((bits >> 52) & 0x7FF) as i64 - 1023;
+    let mut m = f64::from_bits((bits & ((1u64 << 52) - 1)) | (1023u64 << 52));
+    if m > std::f64::consts::SQRT_2 {
+        m *= 0.5;
+        e += 1;
     }
-    let nf = n as f64;
-    hist.iter().map(|h| h.1 as f64 * (nf / h.1 as f64).log2()).sum()
+    let t = (m - 1.0) / (m + 1.0);
+    let t2 = t * t;
+    let ln = t * (2.0 + t2 * (2.0 / 3.0 + t2 * (2.0 / 5.0 + t2 * (2.0 / 7.0 + t2 * (2.0 / 9.0)))));
+    e as f64 + ln * std::f64::consts::LOG2_E
+}
+
+/// `c log2 c` (0 for 0).
+#[inline]
+fn c_log2_c(c: u64) -> f64 {
+    if c > 1 {
+        c as f64 * log2_approx(c as f64)
+    } else {
+        0.0
+    }
+}
+
+/// Estimated cost in bits of coding counts `c` (in symbol order; zeros are skipped) with their
+/// own table: `n log2 n - sum c log2 c`, 12 bits, and 7 bits per used symbol. Sparse and dense
+/// histograms of the same counts get the same bits.
+fn counts_cost(c: impl Iterator<Item = u64>) -> f64 {
+    let (mut n, mut used, mut sum) = (0u64, 0u64, 0f64);
+    for c in c {
+        n += c;
+        used += (c > 0) as u64;
+        sum += c_log2_c(c);
+    }
+    c_log2_c(n) - sum + 12.0 + 7.0 * used as f64
 }
 
 /// Estimated cost in bits of coding `hist` with its own table.
 fn block_cost(hist: &[(u16, u64)]) -> f64 {
-    entropy_bits(hist) + 12.0 + 7.0 * hist.len() as f64
+    counts_cost(hist.iter().map(|h| h.1))
 }
 
 fn merge_hist(a: &[(u16, u64)], b: &[(u16, u64)]) -> Vec<(u16, u64)> {
@@ -270,11 +302,16 @@ fn count(symbols: &[u16], alphabet: usize) -> Vec<u64> {
 /// pairs are sorted instead.
 const DENSE_CELLS: usize = 1 << 20;
 
-/// Sparse histogram of each bucket: symbol `i` falls in bucket `bucket_of[cv[i]] < nb`.
-fn bucket_hists(symbols: &[u16], cv: &[u16], bucket_of: &[u8], nb: usize, alphabet: usize) -> Vec<Vec<(u16, u64)>> {
+/// Histograms of the buckets: dense over the block's used symbols, or sparse (symbol, count).
+enum BucketHists {
+    Dense { used: Vec<u16>, hists: Vec<Vec<u32>> },
+    Sparse(Vec<Vec<(u16, u64)>>),
+}
+
+/// Histogram of each bucket: symbol `i` falls in bucket `bucket_of[cv[i]] < nb`.
+fn bucket_hists(symbols: &[u16], cv: &[u16], bucket_of: &[u8], nb: usize, alphabet: usize) -> BucketHists {
     let total = count(symbols, alphabet);
     let used: Vec<u16> = (0..alphabet).filter(|&s| total[s] > 0).map(|s| s as u16).collect();
-    let mut hists: Vec<Vec<(u16, u64)>> = vec![Vec::new(); nb];
     let u = used.len();
     if nb * u <= DENSE_CELLS && symbols.len() <= u32::MAX as usize {
         let mut rank = vec![0u32; alphabet];
@@ -295,18 +332,61 @@ fn bucket_hists(symbols: &[u16], cv: &[u16], bucket_of: &[u8], nb: usize, alphab
             flat[cell(n2)] += 1;
         }
         let (a, b) = flat.split_at(cells);
-        for ((h, fa), fb) in hists.iter_mut().zip(a.chunks_exact(u)).zip(b.chunks_exact(u)) {
-            h.extend(fa.iter().zip(fb).zip(&used).filter(|x| *x.0 .0 + *x.0 .1 > 0).map(|((&x, &y), &s)| (s, (x + y) as u64)));
-        }
+        let hists = a.chunks_exact(u).zip(b.chunks_exact(u)).map(|(x, y)| x.iter().zip(y).map(|(p, q)| p + q).collect()).collect();
+        BucketHists::Dense { used, hists }
     } else {
+        let mut hists: Vec<Vec<(u16, u64)>> = vec![Vec::new(); nb];
         let mut keys: Vec<u32> =
             symbols.iter().zip(cv).map(|(&s, &c)| (bucket_of[c as usize] as u32) << 16 | s as u32).collect();
         keys.sort_unstable();
         for run in keys.chunk_by(|a, b| a == b) {
             hists[(run[0] >> 16) as usize].push((run[0] as u16, run.len() as u64));
         }
+        BucketHists::Sparse(hists)
     }
-    hists
+}
+
+/// Merges neighbouring buckets while the estimated total shrinks, the pair that saves most first
+/// (the first such pair on ties). Returns the merged histograms and the first bucket of each;
+/// removes the thresholds between merged buckets from `bounds`.
+fn merge_buckets<H>(
+    mut hists: Vec<H>,
+    bounds: &mut Vec<u16>,
+    merge: impl Fn(&H, &H) -> H,
+    cost: impl Fn(&H) -> f64,
+) -> (Vec<H>, Vec<usize>) {
+    let mut costs: Vec<f64> = hists.iter().map(&cost).collect();
+    let mut first: Vec<usize> = (0..hists.len()).collect();
+    // The merge of each neighbour pair and what it saves; only the pairs next to a merge change.
+    let pair = |hists: &[H], costs: &[f64], i: usize| {
+        let m = merge(&hists[i], &hists[i + 1]);
+        let c = cost(&m);
+        (c - costs[i] - costs[i + 1], c, m)
+    };
+    let mut pairs: Vec<(f64, f64, H)> = (0..hists.len().saturating_sub(1)).map(|i| pair(&hists, &costs, i)).collect();
+    loop {
+        let mut best: Option<(usize, f64)> = None;
+        for (i, p) in pairs.iter().enumerate() {
+            if p.0 < 0.0 && best.map_or(true, |b| p.0 < b.1) {
+                best = Some((i, p.0));
+            }
+        }
+        let Some((i, _)) = best else { break };
+        let (_, c, m) = pairs.remove(i);
+        costs[i] = c;
+        hists[i] = m;
+        hists.remove(i + 1);
+        costs.remove(i + 1);
+        bounds.remove(i);
+        first.remove(i + 1);
+        if i > 0 {
+            pairs[i - 1] = pair(&hists, &costs, i - 1);
+        }
+        if i + 1 < hists.len() {
+            pairs[i] = pair(&hists, &costs, i);
+        }
+    }
+    (hists, first)
 }
 
 fn sparse(counts: &[u64]) -> Vec<(u16, u64)> {
@@ -359,39 +439,16 @@ fn choose_contexts(symbols: &[u16], ctx: Ctx, alphabet: usize) -> Contexts {
         return single(symbols);
     }
     let nb = bounds.len() + 1;
-    let mut hists = bucket_hists(symbols, &cv, &bucket_of, nb, alphabet);
-    let mut costs: Vec<f64> = hists.iter().map(|h| block_cost(h)).collect();
-    // Buckets merged so far: table g holds buckets first[g]..first[g + 1].
-    let mut first: Vec<usize> = (0..nb).collect();
-    // The merge of each neighbour pair and what it saves; only the pairs next to a merge change.
-    let pair = |hists: &[Vec<(u16, u64)>], costs: &[f64], i: usize| {
-        let m = merge_hist(&hists[i], &hists[i + 1]);
-        let c = block_cost(&m);
-        (c - costs[i] - costs[i + 1], c, m)
+    let (hists, first) = match bucket_hists(symbols, &cv, &bucket_of, nb, alphabet) {
+        BucketHists::Dense { used, hists } => {
+            let merge = |a: &Vec<u32>, b: &Vec<u32>| a.iter().zip(b).map(|(x, y)| x + y).collect::<Vec<u32>>();
+            let cost = |h: &Vec<u32>| counts_cost(h.iter().map(|&c| c as u64));
+            let (hists, first) = merge_buckets(hists, &mut bounds, merge, cost);
+            let sparse = |h: &Vec<u32>| h.iter().zip(&used).filter(|x| *x.0 > 0).map(|(&c, &s)| (s, c as u64)).collect();
+            (hists.iter().map(sparse).collect(), first)
+        }
+        BucketHists::Sparse(hists) => merge_buckets(hists, &mut bounds, |a, b| merge_hist(a, b), |h| block_cost(h)),
     };
-    let mut pairs: Vec<(f64, f64, Vec<(u16, u64)>)> = (0..nb - 1).map(|i| pair(&hists, &costs, i)).collect();
-    loop {
-        let mut best: Option<(usize, f64)> = None;
-        for (i, p) in pairs.iter().enumerate() {
-            if p.0 < 0.0 && best.map_or(true, |b| p.0 < b.1) {
-                best = Some((i, p.0));
-            }
-        }
-        let Some((i, _)) = best else { break };
-        let (_, c, m) = pairs.remove(i);
-        costs[i] = c;
-        hists[i] = m;
-        hists.remove(i + 1);
-        costs.remove(i + 1);
-        bounds.remove(i);
-        first.remove(i + 1);
-        if i > 0 {
-            pairs[i - 1] = pair(&hists, &costs, i - 1);
-        }
-        if i + 1 < hists.len() {
-            pairs[i] = pair(&hists, &costs, i);
-        }
-    }
     let k = first.len();
     let table_of = if k > 1 {
         let mut group = vec![0u8; nb];
@@ -1060,5 +1117,18 @@ mod tests {
             decode(&a, syms.len(), ctx, &mut dec).unwrap();
             assert_eq!(&dec, syms);
         }
+    }
+
+    #[test]
+    fn log2_approx_is_close() {
+        let mut x = 1.0f64;
+        while x < 1e12 {
+            for v in [x, x + 1.0, x * 1.4142, x * 1.4143, x * 1.999] {
+                assert!((log2_approx(v) - v.log2()).abs() < 1e-8, "{v}");
+            }
+            x *= 1.37;
+        }
+        assert_eq!(log2_approx(1.0), 0.0);
+        assert_eq!(log2_approx(1024.0), 10.0);
     }
 }
