@@ -17,11 +17,43 @@ pub fn pack(values: impl Iterator<Item = u64>, bits: u32, out: &mut Vec<u8>) {
     if bits == 0 {
         return;
     }
-    let mut w = BitWriter::new();
-    for v in values {
-        w.put_wide(v, bits);
+    if bits > 32 {
+        let mut w = BitWriter::new();
+        for v in values {
+            w.put_wide(v, bits);
+        }
+        out.extend_from_slice(&w.finish());
+        return;
     }
-    out.extend_from_slice(&w.finish());
+    // At most 31 pending bits plus one value of at most 32 bits: 32 bits go out at a time.
+    out.reserve(packed_len(values.size_hint().0, bits));
+    let (mut acc, mut n) = (0u64, 0u32);
+    for v in values {
+        debug_assert!(bits == 64 || v >> bits == 0);
+        acc |= v << n;
+        n += bits;
+        if n >= 32 {
+            out.extend_from_slice(&(acc as u32).to_le_bytes());
+            acc >>= 32;
+            n -= 32;
+        }
+    }
+    while n > 0 {
+        out.push(acc as u8);
+        acc >>= 8;
+        n = n.saturating_sub(8);
+    }
+}
+
+/// [`pack`] of a stream's words (slices of the word type, no per-word dispatch).
+pub fn pack_stream(x: &Stream, out: &mut Vec<u8>) {
+    let bits = x.ty.bits;
+    match &x.data {
+        Data::U8(d) => pack(d.iter().map(|&v| v as u64), bits, out),
+        Data::U16(d) => pack(d.iter().map(|&v| v as u64), bits, out),
+        Data::U32(d) => pack(d.iter().map(|&v| v as u64), bits, out),
+        Data::U64(d) => pack(d.iter().copied(), bits, out),
+    }
 }
 
 /// Bytes used by `n` values packed at `bits` bits.
@@ -82,4 +114,35 @@ pub fn zstd_decode(input: &[u8], n: usize) -> Result<Vec<u8>> {
         return Err(Error::corrupt("zstd: wrong decoded length"));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `pack` writes what a bit writer writes, and `unpack_stream` reads it back.
+    #[test]
+    fn pack_matches_bit_writer() {
+        let mut seed = 9u64;
+        for bits in 1..=64u32 {
+            for n in [0usize, 1, 3, 7, 8, 31, 64, 1001] {
+                let vals: Vec<u64> = (0..n)
+                    .map(|_| {
+                        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                        if bits == 64 { seed } else { seed & ((1u64 << bits) - 1) }
+                    })
+                    .collect();
+                let mut w = BitWriter::new();
+                for &v in &vals {
+                    w.put_wide(v, bits);
+                }
+                let mut out = Vec::new();
+                pack(vals.iter().copied(), bits, &mut out);
+                assert_eq!(out, w.finish(), "bits {bits} n {n}");
+                assert_eq!(out.len(), packed_len(n, bits));
+                let back = unpack_stream(&out, n, Ty::u(bits)).unwrap();
+                assert_eq!(back.iter().collect::<Vec<u64>>(), vals, "bits {bits} n {n}");
+            }
+        }
+    }
 }

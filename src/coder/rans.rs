@@ -298,9 +298,10 @@ fn count(symbols: &[u16], alphabet: usize) -> Vec<u64> {
     c.iter().map(|p| p.iter().map(|&x| x as u64).sum()).collect()
 }
 
-/// Largest `buckets x used symbols` counted with one dense array; above it the (bucket, symbol)
-/// pairs are sorted instead.
-const DENSE_CELLS: usize = 1 << 20;
+/// Most used symbols for which bucket histograms are dense arrays (counted in one pass, merged
+/// element by element); with more, (bucket, symbol) pairs are sorted into sparse histograms,
+/// whose merges cost what the buckets hold rather than the alphabet.
+const DENSE_SYMBOLS: usize = 1024;
 
 /// Histograms of the buckets: dense over the block's used symbols, or sparse (symbol, count).
 enum BucketHists {
@@ -313,7 +314,7 @@ fn bucket_hists(symbols: &[u16], cv: &[u16], bucket_of: &[u8], nb: usize, alphab
     let total = count(symbols, alphabet);
     let used: Vec<u16> = (0..alphabet).filter(|&s| total[s] > 0).map(|s| s as u16).collect();
     let u = used.len();
-    if nb * u <= DENSE_CELLS && symbols.len() <= u32::MAX as usize {
+    if u <= DENSE_SYMBOLS && symbols.len() <= u32::MAX as usize {
         let mut rank = vec![0u32; alphabet];
         for (r, &s) in used.iter().enumerate() {
             rank[s as usize] = r as u32;

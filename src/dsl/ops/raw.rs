@@ -11,7 +11,7 @@ impl Raw {
     pub const ID: u8 = 0x01;
 
     pub fn encode(&self, x: &Stream, out: &mut Vec<u8>) {
-        coder::pack(x.iter(), x.ty.bits, out);
+        coder::pack_stream(x, out);
     }
 
     pub fn decode(&self, ty: Ty, n: usize, input: &[u8]) -> Result<Stream> {
