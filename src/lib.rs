@@ -58,6 +58,10 @@ pub struct Options {
     /// the chunk size each) and the safetensors header read; [`compress_file`] keeps its peak
     /// near this whatever the file size. The archive does not depend on it.
     pub memory_limit: u64,
+    /// Tensors of the same kind (dtype, shape, role: repeated layers) take the best programs
+    /// found for the first of them, compared on their own sample, instead of searching again
+    /// (`synth::choose_among`). Off: every tensor is searched.
+    pub reuse: bool,
 }
 
 impl Options {
@@ -77,6 +81,7 @@ impl Default for Options {
             prior: synth::PriorSource::default(),
             stats: None,
             memory_limit: DEFAULT_MEMORY_LIMIT,
+            reuse: true,
         }
     }
 }
@@ -370,23 +375,57 @@ fn compress_source<W: std::io::Write + std::io::Seek>(
         search_opts(unique[i], uniform.clone())
     })?;
 
-    // One program per tensor: imposed, a copy of a duplicate, or chosen.
-    let chosen: Vec<(dsl::Node, bool, u64)> = jobs
-        .par_iter()
+    // One program per tensor: imposed, a copy of a duplicate, or chosen. Tensors of the same
+    // kind (repeated layers) take the finalists of the first of them rather than searching
+    // again: the first of each kind is chosen in a first pass, the others in a second, so the
+    // result does not depend on the thread count.
+    let kinds: Vec<Option<String>> = jobs
+        .iter()
         .zip(&dup_of)
         .enumerate()
         .map(|(i, (j, dup))| {
             let view = view(j);
-            if let Some(p) = forced.and_then(|f| f(i, &view)) {
-                return Ok((p, true, 0));
-            }
-            if let Some(k) = dup {
-                return Ok((dsl::build::copy(*k as u32), true, 0));
-            }
-            let c = synth::choose(&view, &search_opts(j, prior.clone()))?;
-            Ok((c.program, false, c.standalone_estimate))
+            let imposed = forced.is_some_and(|f| f(i, &view).is_some());
+            (opts.reuse && dup.is_none() && !imposed).then(|| synth::kind(&view)).flatten()
         })
-        .collect::<Result<_>>()?;
+        .collect();
+    let mut first_of_kind: HashMap<&str, usize> = HashMap::new();
+    let leader: Vec<Option<usize>> = kinds
+        .iter()
+        .enumerate()
+        .map(|(i, k)| k.as_deref().map(|k| *first_of_kind.entry(k).or_insert(i)).filter(|&l| l != i))
+        .collect();
+    let choose_one = |i: usize, finalists: Option<&[dsl::Node]>| -> Result<(dsl::Node, bool, u64, Vec<dsl::Node>)> {
+        let j = &jobs[i];
+        let view = view(j);
+        if let Some(p) = forced.and_then(|f| f(i, &view)) {
+            return Ok((p, true, 0, Vec::new()));
+        }
+        if let Some(k) = dup_of[i] {
+            return Ok((dsl::build::copy(k as u32), true, 0, Vec::new()));
+        }
+        let c = match finalists {
+            Some(f) => synth::choose_among(&view, &search_opts(j, prior.clone()), f)?,
+            None => synth::choose(&view, &search_opts(j, prior.clone()))?,
+        };
+        Ok((c.program, false, c.standalone_estimate, c.finalists))
+    };
+    let mut slots: Vec<Option<(dsl::Node, bool, u64, Vec<dsl::Node>)>> = vec![None; jobs.len()];
+    let firsts: Vec<usize> = (0..jobs.len()).filter(|&i| leader[i].is_none()).collect();
+    let done = firsts.par_iter().map(|&i| choose_one(i, None)).collect::<Result<Vec<_>>>()?;
+    for (&i, c) in firsts.iter().zip(done) {
+        slots[i] = Some(c);
+    }
+    let rest: Vec<usize> = (0..jobs.len()).filter(|&i| leader[i].is_some()).collect();
+    let done = rest
+        .par_iter()
+        .map(|&i| choose_one(i, Some(&slots[leader[i].unwrap()].as_ref().expect("chosen in the first pass").3)))
+        .collect::<Result<Vec<_>>>()?;
+    for (&i, c) in rest.iter().zip(done) {
+        slots[i] = Some(c);
+    }
+    let chosen: Vec<(dsl::Node, bool, u64)> =
+        slots.into_iter().map(|c| c.map(|c| (c.0, c.1, c.2)).expect("every tensor chosen")).collect();
 
     // Chunk jobs, in index order: (tensor, byte start, byte end).
     let mut work: Vec<(usize, usize, usize)> = Vec::new();

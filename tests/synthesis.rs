@@ -164,3 +164,27 @@ fn cli_prior_learn_and_reuse() {
         run(&["compress".as_ref(), input.as_os_str(), "-f".as_ref(), "--prior".as_ref(), "/nonexistent.json".as_ref()]);
     assert!(!o.status.success());
 }
+
+/// Repeated layers (same dtype, shape and role) take the programs of the first one: fewer
+/// searches, the same archive whatever the thread count, about the size of searching each.
+#[test]
+fn repeated_layers_reuse_the_first_ones_programs() {
+    let mut rng = Rng(11);
+    let mut ts = Vec::new();
+    for l in 0..4 {
+        let sd = 0.02 * (1.0 + l as f64 / 4.0);
+        let w: Vec<u8> =
+            (0..128 * 160).flat_map(|_| half::bf16::from_f64(rng.normal(sd)).to_bits().to_le_bytes()).collect();
+        ts.push(tensor(&format!("layers.{l}.attn.q_proj.weight"), "BF16", &[128, 160], w));
+    }
+    let f = file(&ts, None);
+    let stats = Arc::new(synth::SearchStats::default());
+    let opts = brevis::Options { threads: 1, stats: Some(stats.clone()), ..Default::default() };
+    let one = brevis::compress(&f, &opts).unwrap();
+    assert_eq!(stats.reused.load(std::sync::atomic::Ordering::Relaxed), 3);
+    assert_eq!(brevis::decompress(&one).unwrap(), f);
+    let two = brevis::compress(&f, &brevis::Options { threads: 2, ..Default::default() }).unwrap();
+    assert!(one == two, "2 threads gave another archive");
+    let each = brevis::compress(&f, &brevis::Options { reuse: false, ..Default::default() }).unwrap();
+    assert!(one.len() as f64 <= each.len() as f64 * 1.005, "reuse {} vs search each {}", one.len(), each.len());
+}

@@ -144,6 +144,10 @@ struct SearchArgs {
     /// Print search statistics (expansions, pruned nodes, time); also shown by -v.
     #[arg(long)]
     stats: bool,
+    /// Search every tensor. By default a tensor of the same dtype, shape and role as an earlier
+    /// one (a repeated layer) takes that tensor's best programs, compared on its own sample.
+    #[arg(long = "search-each")]
+    search_each: bool,
 }
 
 impl SearchArgs {
@@ -306,6 +310,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
                 prior: search.prior()?,
                 stats: stats.clone(),
                 memory_limit,
+                reuse: !search.search_each,
                 ..Default::default()
             };
             let mut archive_len = 0u64;

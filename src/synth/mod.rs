@@ -54,6 +54,8 @@ pub struct Choice {
     /// For a program that reads the reference: the best standalone program's size, scaled from
     /// the sample to the whole tensor (informational, shown by `inspect`).
     pub standalone_estimate: u64,
+    /// The search's best programs, best first (what a tensor of the same kind tries: `choose_among`).
+    pub finalists: Vec<Node>,
 }
 
 /// Expansions per tensor by default (see docs/SYNTHESIS.md for how it was chosen).
@@ -94,6 +96,8 @@ pub struct SearchStats {
     pub exhausted: AtomicU64,
     /// Re-encodings of finalists on the full sample.
     pub finalists: AtomicU64,
+    /// Tensors that took the finalists of an earlier tensor of the same kind (no search).
+    pub reused: AtomicU64,
     /// Thread time spent choosing programs, in nanoseconds.
     pub search_ns: AtomicU64,
     /// Tensors searched (wider) to learn the prior, and the wall time it took.
@@ -120,13 +124,14 @@ impl SearchStats {
         let g = |a: &AtomicU64| a.load(Relaxed);
         let t = g(&self.tensors).max(1);
         format!(
-            "search: {} tensors searched, {} expansions ({:.1}/tensor), {} frontier pops, {} complete programs, \
+            "search: {} tensors searched ({} more took the programs of a tensor of their kind), {} expansions ({:.1}/tensor), {} frontier pops, {} complete programs, \
              {} stopped by the budget\n\
              pruned: {} productions by the prior, {} states by the bound, {} dominated states; \
              {} finalists re-coded on the full sample\n\
              prior: {} tensors searched to learn it ({:.2} s), {} (context, production) pairs; \
              search time {:.2} s (all threads)",
             g(&self.tensors),
+            g(&self.reused),
             g(&self.expansions),
             g(&self.expansions) as f64 / t as f64,
             g(&self.pops),
@@ -222,6 +227,55 @@ pub fn choose(t: &TensorView, opts: &SearchOptions) -> Result<Choice> {
     Ok(choose_traced(t, opts)?.0)
 }
 
+/// Tensors smaller than this (elements) are always searched on their own.
+pub const REUSE_MIN_ELEMS: usize = 1 << 14;
+
+/// The kind of a tensor whose programs the tensors of the same kind reuse (the same dtype, shape,
+/// word width and role: the repeated layers of a network), or None when it is searched on its
+/// own (small, coded against a reference, or not whole words).
+pub fn kind(t: &TensorView) -> Option<String> {
+    let n = whole_elems(t)?;
+    if n < REUSE_MIN_ELEMS || t.reference.is_some() {
+        return None;
+    }
+    let f = features_of(t);
+    Some(format!("{}|{:?}|{}|{:?}", f.dtype, t.shape, t.word_bits, f.role))
+}
+
+/// Picks the program for a tensor among `candidates` (the finalists of a tensor of the same
+/// kind) by exact encoded size on its own sample, without a search; the same checks as `choose`
+/// (generators first, the winner must apply to the whole tensor). Falls back to `choose` when
+/// no candidate applies.
+pub fn choose_among(t: &TensorView, opts: &SearchOptions, candidates: &[Node]) -> Result<Choice> {
+    let ty = Ty::u(t.word_bits);
+    let n = match whole_elems(t) {
+        Some(n) if n > 0 && t.reference.is_none() && !candidates.is_empty() => n,
+        _ => return choose(t, opts),
+    };
+    if let Some(g) = generator(&t.bytes, ty)? {
+        return Ok(Choice { program: g, standalone_estimate: 0, finalists: Vec::new() });
+    }
+    let started = std::time::Instant::now();
+    let want = opts.sample_elems.min(opts.chunk_elems).max(1);
+    let sample = read_sample(&t.bytes, ty, &sample_positions(n, want))?;
+    let mut ranked = rank(candidates.iter().collect(), &sample, None);
+    ranked.sort();
+    if let Some(st) = &opts.stats {
+        st.reused.fetch_add(1, Relaxed);
+        st.finalists.fetch_add(candidates.len() as u64, Relaxed);
+    }
+    for r in &ranked {
+        if applies_whole(&candidates[r.1], &t.bytes, None, ty, opts.chunk_elems)? {
+            if let Some(st) = &opts.stats {
+                st.search_ns.fetch_add(started.elapsed().as_nanos() as u64, Relaxed);
+            }
+            let finalists = ranked.iter().map(|r| candidates[r.1].clone()).collect();
+            return Ok(Choice { program: candidates[r.1].clone(), standalone_estimate: 0, finalists });
+        }
+    }
+    choose(t, opts)
+}
+
 /// The element count of a tensor whose byte length is a whole number of words (else None: such
 /// a tensor is coded `raw`).
 fn whole_elems(t: &TensorView) -> Option<usize> {
@@ -280,7 +334,7 @@ fn read_sample(bytes: &Bytes, ty: Ty, positions: &[std::ops::Range<usize>]) -> R
 /// `choose`, also returning the winner's derivation (for learning a prior).
 fn choose_traced(t: &TensorView, opts: &SearchOptions) -> Result<(Choice, Vec<(u32, String, String)>)> {
     let started = std::time::Instant::now();
-    let plain = |program| Ok((Choice { program, standalone_estimate: 0 }, Vec::new()));
+    let plain = |program| Ok((Choice { program, standalone_estimate: 0, finalists: Vec::new() }, Vec::new()));
     let ty = Ty::u(t.word_bits);
     let n = match whole_elems(t) {
         Some(n) if n > 0 => n,
@@ -305,7 +359,7 @@ fn choose_traced(t: &TensorView, opts: &SearchOptions) -> Result<(Choice, Vec<(u
                 Err(_) => t.bytes.len(),
             };
             let estimate = (bytes as f64 * n as f64 / sample.len() as f64) as u64;
-            return Ok((Choice { program: copyref(), standalone_estimate: estimate }, Vec::new()));
+            return Ok((Choice { program: copyref(), standalone_estimate: estimate, finalists: Vec::new() }, Vec::new()));
         }
     }
     let rsample = reference.as_ref().map(|r| read_sample(r, ty, &positions)).transpose()?;
@@ -345,11 +399,12 @@ fn choose_traced(t: &TensorView, opts: &SearchOptions) -> Result<(Choice, Vec<(u
     if let Some(st) = &opts.stats {
         st.search_ns.fetch_add(started.elapsed().as_nanos() as u64, Relaxed);
     }
+    let finalists: Vec<Node> = ranked.iter().map(|r| found[r.1].program.clone()).collect();
     match winner {
         Some(&(_, i)) => {
             let f = &found[i];
             let standalone_estimate = if f.program.uses_reference() { alone } else { 0 };
-            Ok((Choice { program: f.program.clone(), standalone_estimate }, f.derivation.clone()))
+            Ok((Choice { program: f.program.clone(), standalone_estimate, finalists }, f.derivation.clone()))
         }
         None => plain(raw()),
     }
