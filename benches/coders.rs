@@ -29,7 +29,7 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("coders");
     g.sample_size(10).measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_millis(300));
     g.throughput(Throughput::Elements(N as u64));
-    for (name, ctx) in [("none", rans::Ctx::None), ("back384", rans::Ctx::Back(ROW))] {
+    for (name, ctx) in [("none", rans::Ctx::None), ("prev", rans::Ctx::Back(1)), ("back384", rans::Ctx::Back(ROW))] {
         let mut block = Vec::new();
         rans::encode(&syms, ctx, &mut block);
         g.bench_function(BenchmarkId::new("rans_encode", name), |b| {

@@ -660,10 +660,15 @@ impl<I: Copy + Into<usize>> Decoder<'_, I> {
         // `t.syms` in `syms`.
         let e = unsafe { *self.syms.get_unchecked(idx) };
         let y = (e.freq_m1 as u32 + 1) * (*x >> t.prob_bits) + (slot - e.cum as u32);
-        // Branch-free refill: the branch would be taken about half the time, at random.
-        let need = y < L;
-        let word = self.words[(*w).min(self.end)] as u32;
-        *x = if need { (y << 16) | word } else { y };
+        // Branch-free refill: the branch would be taken about half the time, at random (an
+        // `if` here compiles to a branch, so the choice is arithmetic: shift by 16 or 0, and
+        // the word masked to 0 when it is not needed).
+        let need = (y < L) as u32;
+        debug_assert!(self.end < self.words.len());
+        // SAFETY: `end` indexes the zero word after the last real one (`decode` builds `words`
+        // so), and the index is at most `end`.
+        let word = unsafe { *self.words.get_unchecked((*w).min(self.end)) } as u32;
+        *x = (y << (need << 4)) | (word & need.wrapping_neg());
         *w += need as usize;
         e.sym
     }
