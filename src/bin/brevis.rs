@@ -198,7 +198,21 @@ fn parse_size(s: &str) -> Result<u64, String> {
 /// The temporary output being written, removed by the Ctrl-C handler.
 static PENDING: Mutex<Option<PathBuf>> = Mutex::new(None);
 
+/// glibc returns freed blocks of a chunk's size (about 1 MiB and up) to the kernel, so the next
+/// chunk's buffers fault their pages in and zero them again: keep them in the heap instead
+/// (mmap only above 32 MiB, trim the heap only above 256 MiB free). Decompressing MiniLM bf16
+/// spends about a third less system time. The peak (what the memory limit bounds) is unchanged.
+fn tune_allocator() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets allocator parameters; called once, before any other thread runs.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 256 << 20);
+    }
+}
+
 fn main() -> ExitCode {
+    tune_allocator();
     let _ = ctrlc::set_handler(|| {
         if let Some(p) = PENDING.lock().ok().and_then(|g| g.clone()) {
             let _ = std::fs::remove_file(p);
