@@ -711,10 +711,52 @@ impl<I: Copy + Into<usize>> Decoder<'_, I> {
         w
     }
 
+    /// [`Self::run`] for a block with one table: the table's slots, symbols and precision are
+    /// loop constants rather than looked up for every symbol.
+    fn run_one_table(&self, states: &mut [u32; 4], out: &mut [u16]) -> usize {
+        let t = self.by_ctx[0];
+        let p = t.prob_bits;
+        let mask = (1u32 << p) - 1;
+        let slots = &self.slots[t.slots as usize..t.slots as usize + (1usize << p)];
+        let syms = &self.syms[t.syms as usize..];
+        let (words, end) = (self.words, self.end);
+        debug_assert!(end < words.len());
+        let step = |x: &mut u32, w: &mut usize| -> u16 {
+            let slot = *x & mask;
+            // SAFETY: `slot <= mask < slots.len()`.
+            let idx: usize = unsafe { *slots.get_unchecked(slot as usize) }.into();
+            debug_assert!(idx < syms.len());
+            // SAFETY: each slot holds the index of a symbol of this table (see `step`).
+            let e = unsafe { *syms.get_unchecked(idx) };
+            let y = (e.freq_m1 as u32 + 1) * (*x >> p) + (slot - e.cum as u32);
+            let need = (y < L) as u32;
+            // SAFETY: as in `step`: the index is at most `end < words.len()`.
+            let word = unsafe { *words.get_unchecked((*w).min(end)) } as u32;
+            *x = (y << (need << 4)) | (word & need.wrapping_neg());
+            *w += need as usize;
+            e.sym
+        };
+        let [mut x0, mut x1, mut x2, mut x3] = *states;
+        let mut w = 0usize;
+        let mut quads = out.chunks_exact_mut(4);
+        for q in &mut quads {
+            q[0] = step(&mut x0, &mut w);
+            q[1] = step(&mut x1, &mut w);
+            q[2] = step(&mut x2, &mut w);
+            q[3] = step(&mut x3, &mut w);
+        }
+        let mut tail = [x0, x1, x2, x3];
+        for (j, o) in quads.into_remainder().iter_mut().enumerate() {
+            *o = step(&mut tail[j], &mut w);
+        }
+        *states = tail;
+        w
+    }
+
     /// Runs the decoder with the context kind of the block.
     fn decode(&self, states: &mut [u32; 4], out: &mut [u16], ctx: Ctx, one_table: bool) -> usize {
         match ctx {
-            _ if one_table => self.run(states, out, |_, _| 0),
+            _ if one_table => self.run_one_table(states, out),
             Ctx::None => self.run(states, out, |_, _| 0),
             // Symbols before the first `d` have context 0; afterwards no branch is needed.
             Ctx::Back(d) if d >= 4 && out.len() > d && d % 4 == 0 => {
