@@ -217,9 +217,22 @@ fn log2_approx(x: f64) -> f64 {
     e as f64 + ln * std::f64::consts::LOG2_E
 }
 
-/// `c log2 c` (0 for 0).
+/// `c log2 c` (0 for 0), from a table below `C_LOG_TABLE` (made with the same formula, so the
+/// bits are the same either way).
 #[inline]
 fn c_log2_c(c: u64) -> f64 {
+    static TABLE: std::sync::OnceLock<Vec<f64>> = std::sync::OnceLock::new();
+    if c < C_LOG_TABLE {
+        let t = TABLE.get_or_init(|| (0..C_LOG_TABLE).map(c_log2_c_direct).collect());
+        t[c as usize]
+    } else {
+        c_log2_c_direct(c)
+    }
+}
+
+const C_LOG_TABLE: u64 = 4096;
+
+fn c_log2_c_direct(c: u64) -> f64 {
     if c > 1 {
         c as f64 * log2_approx(c as f64)
     } else {
@@ -319,21 +332,29 @@ fn bucket_hists(symbols: &[u16], cv: &[u16], bucket_of: &[u8], nb: usize, alphab
         for (r, &s) in used.iter().enumerate() {
             rank[s as usize] = r as u32;
         }
-        // Two partial counts (even and odd positions), so that runs of one (bucket, symbol)
-        // pair do not wait on each other's increments.
+        // Partial counts (position i counts in copy i % copies), so that runs of one (bucket,
+        // symbol) pair do not wait on each other's increments: four copies while they stay
+        // small enough for the L2 cache, else two.
         let cells = nb * u;
-        let mut flat = vec![0u32; 2 * cells];
+        let copies = if cells <= 1 << 14 { 4 } else { 2 };
+        let mut flat = vec![0u32; copies * cells];
         let cell = |i: usize| bucket_of[cv[i] as usize] as usize * u + rank[symbols[i] as usize] as usize;
-        let n2 = symbols.len() & !1;
-        for i in (0..n2).step_by(2) {
+        let whole = symbols.len() - symbols.len() % copies;
+        for i in (0..whole).step_by(copies) {
+            for c in 0..copies {
+                flat[c * cells + cell(i + c)] += 1;
+            }
+        }
+        for i in whole..symbols.len() {
             flat[cell(i)] += 1;
-            flat[cells + cell(i + 1)] += 1;
         }
-        if n2 < symbols.len() {
-            flat[cell(n2)] += 1;
+        let (first, rest) = flat.split_at_mut(cells);
+        for other in rest.chunks_exact(cells) {
+            for (a, &b) in first.iter_mut().zip(other) {
+                *a += b;
+            }
         }
-        let (a, b) = flat.split_at(cells);
-        let hists = a.chunks_exact(u).zip(b.chunks_exact(u)).map(|(x, y)| x.iter().zip(y).map(|(p, q)| p + q).collect()).collect();
+        let hists = first.chunks_exact(u).map(|h| h.to_vec()).collect();
         BucketHists::Dense { used, hists }
     } else {
         let mut hists: Vec<Vec<(u16, u64)>> = vec![Vec::new(); nb];
@@ -513,13 +534,15 @@ impl EncSym {
         ((((x as u64 * self.rcp as u64) >> 32) + x as u64) >> self.l) as u32
     }
 
-    /// One symbol: renormalize into `words`, then code.
+    /// One symbol: renormalize into `words[*len]` (one word at most per symbol), then code.
+    /// Branch-free: whether a word goes out is as good as random, so the word is always
+    /// stored and `len` advances by 0 or 1.
     #[inline(always)]
-    fn put(&self, x: &mut u32, words: &mut Vec<u16>) {
-        if *x >> self.renorm >= self.freq {
-            words.push(*x as u16);
-            *x >>= 16;
-        }
+    fn put(&self, x: &mut u32, words: &mut [u16], len: &mut usize) {
+        let need = (*x >> self.renorm >= self.freq) as u32;
+        words[*len] = *x as u16;
+        *len += need as usize;
+        *x >>= need << 4;
         let q = self.quotient(*x);
         *x = x.wrapping_add(self.cum as u32).wrapping_add(q.wrapping_mul(self.cmpl as u32));
     }
@@ -530,18 +553,20 @@ impl EncSym {
 #[inline(always)]
 fn code_symbols<'e>(n: usize, entry: impl Fn(usize) -> &'e EncSym) -> ([u32; 4], Vec<u16>) {
     let mut states = [L; 4];
-    let mut words: Vec<u16> = Vec::with_capacity(n / 2 + 8);
+    let mut words: Vec<u16> = vec![0; n + 1];
+    let mut len = 0usize;
     let n4 = n & !3;
     for i in (n4..n).rev() {
-        entry(i).put(&mut states[i & 3], &mut words);
+        entry(i).put(&mut states[i & 3], &mut words, &mut len);
     }
     let [mut x0, mut x1, mut x2, mut x3] = states;
     for i in (0..n4).step_by(4).rev() {
-        entry(i + 3).put(&mut x3, &mut words);
-        entry(i + 2).put(&mut x2, &mut words);
-        entry(i + 1).put(&mut x1, &mut words);
-        entry(i).put(&mut x0, &mut words);
+        entry(i + 3).put(&mut x3, &mut words, &mut len);
+        entry(i + 2).put(&mut x2, &mut words, &mut len);
+        entry(i + 1).put(&mut x1, &mut words, &mut len);
+        entry(i).put(&mut x0, &mut words, &mut len);
     }
+    words.truncate(len);
     ([x0, x1, x2, x3], words)
 }
 
