@@ -592,12 +592,16 @@ pub fn encode(symbols: &[u16], ctx: Ctx, out: &mut Vec<u8>) {
     let rank: Vec<u16> = if compact {
         let mut seen = vec![false; alphabet];
         hists.iter().flatten().for_each(|h| seen[h.0 as usize] = true);
-        let mut r = 0u16;
-        seen.iter().map(|&u| if u { r += 1; r - 1 } else { 0 }).collect()
+        let mut rank = vec![0u16; alphabet];
+        // At most 2^16 symbols are used, so ranks fit in u16.
+        for (r, s) in (0..alphabet).filter(|&s| seen[s]).enumerate() {
+            rank[s] = r as u16;
+        }
+        rank
     } else {
         Vec::new()
     };
-    let stride = if compact { rank.iter().max().map_or(0, |&r| r as usize + 1).max(1) } else { alphabet };
+    let stride = if compact { rank.iter().max().map_or(0, |&r| r as usize + 1) } else { alphabet };
     let mut enc: Vec<EncSym> = vec![EncSym::default(); k * stride];
     for (c, hist) in hists.iter().enumerate() {
         let hist = if hist.is_empty() { vec![(0u16, 1u64)] } else { hist.clone() };
