@@ -129,7 +129,11 @@ mod tests {
                 let vals: Vec<u64> = (0..n)
                     .map(|_| {
                         seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                        if bits == 64 { seed } else { seed & ((1u64 << bits) - 1) }
+                        if bits == 64 {
+                            seed
+                        } else {
+                            seed & ((1u64 << bits) - 1)
+                        }
                     })
                     .collect();
                 let mut w = BitWriter::new();

@@ -466,7 +466,8 @@ fn choose_contexts(symbols: &[u16], ctx: Ctx, alphabet: usize) -> Contexts {
             let merge = |a: &Vec<u32>, b: &Vec<u32>| a.iter().zip(b).map(|(x, y)| x + y).collect::<Vec<u32>>();
             let cost = |h: &Vec<u32>| counts_cost(h.iter().map(|&c| c as u64));
             let (hists, first) = merge_buckets(hists, &mut bounds, merge, cost);
-            let sparse = |h: &Vec<u32>| h.iter().zip(&used).filter(|x| *x.0 > 0).map(|(&c, &s)| (s, c as u64)).collect();
+            let sparse =
+                |h: &Vec<u32>| h.iter().zip(&used).filter(|x| *x.0 > 0).map(|(&c, &s)| (s, c as u64)).collect();
             (hists.iter().map(sparse).collect(), first)
         }
         BucketHists::Sparse(hists) => merge_buckets(hists, &mut bounds, |a, b| merge_hist(a, b), |h| block_cost(h)),
@@ -998,7 +999,7 @@ mod tests {
             bounds
         }
 
-/// Encodes `symbols` (at least one) and appends the block to `out`.
+        /// Encodes `symbols` (at least one) and appends the block to `out`.
         pub fn encode_reference(symbols: &[u16], ctx: Ctx, out: &mut Vec<u8>) {
             assert!(!symbols.is_empty());
             if let Ctx::Side(s) = ctx {
@@ -1071,7 +1072,6 @@ mod tests {
                 out.extend_from_slice(&wd.to_le_bytes());
             }
         }
-
     }
 
     fn lcg(seed: &mut u64) -> u64 {
@@ -1167,10 +1167,17 @@ mod tests {
     fn same_bytes_as_reference_encoder() {
         let mut seed = 5;
         let mut cases: Vec<(Vec<u16>, Option<Vec<u16>>, Option<usize>)> = Vec::new();
-        for &(n, alpha) in &[(1usize, 3u64), (3, 5), (4097, 40), (20_001, 300), (70_003, 12), (5000, 60_000), (140_003, 60_000)] {
+        for &(n, alpha) in
+            &[(1usize, 3u64), (3, 5), (4097, 40), (20_001, 300), (70_003, 12), (5000, 60_000), (140_003, 60_000)]
+        {
             let side: Vec<u16> = (0..n).map(|_| (lcg(&mut seed) % 97) as u16).collect();
-            let syms: Vec<u16> =
-                side.iter().map(|&c| ((c as u64 * 7 + lcg(&mut seed) % 9 + (lcg(&mut seed) % 50 == 0) as u64 * (alpha / 2)) % alpha) as u16).collect();
+            let syms: Vec<u16> = side
+                .iter()
+                .map(|&c| {
+                    ((c as u64 * 7 + lcg(&mut seed) % 9 + (lcg(&mut seed) % 50 == 0) as u64 * (alpha / 2)) % alpha)
+                        as u16
+                })
+                .collect();
             cases.push((syms.clone(), None, None));
             cases.push((syms.clone(), None, Some(1)));
             cases.push((syms.clone(), None, Some(384)));
@@ -1178,7 +1185,12 @@ mod tests {
         }
         // A smooth source whose previous value matters (many buckets, many merges).
         let mut v = 500i64;
-        let walk: Vec<u16> = (0..100_000).map(|_| { v = (v + (lcg(&mut seed) % 21) as i64 - 10).clamp(0, 1000); v as u16 }).collect();
+        let walk: Vec<u16> = (0..100_000)
+            .map(|_| {
+                v = (v + (lcg(&mut seed) % 21) as i64 - 10).clamp(0, 1000);
+                v as u16
+            })
+            .collect();
         cases.push((walk, None, Some(1)));
         for (syms, side, back) in &cases {
             let ctx = match (side, back) {

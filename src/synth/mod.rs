@@ -359,7 +359,10 @@ fn choose_traced(t: &TensorView, opts: &SearchOptions) -> Result<(Choice, Vec<(u
                 Err(_) => t.bytes.len(),
             };
             let estimate = (bytes as f64 * n as f64 / sample.len() as f64) as u64;
-            return Ok((Choice { program: copyref(), standalone_estimate: estimate, finalists: Vec::new() }, Vec::new()));
+            return Ok((
+                Choice { program: copyref(), standalone_estimate: estimate, finalists: Vec::new() },
+                Vec::new(),
+            ));
         }
     }
     let rsample = reference.as_ref().map(|r| read_sample(r, ty, &positions)).transpose()?;
