@@ -379,14 +379,12 @@ fn compress_source<W: std::io::Write + std::io::Seek>(
     // kind (repeated layers) take the finalists of the first of them rather than searching
     // again: the first of each kind is chosen in a first pass, the others in a second, so the
     // result does not depend on the thread count.
-    let kinds: Vec<Option<String>> = jobs
-        .iter()
-        .zip(&dup_of)
-        .enumerate()
-        .map(|(i, (j, dup))| {
-            let view = view(j);
-            let imposed = forced.is_some_and(|f| f(i, &view).is_some());
-            (opts.reuse && dup.is_none() && !imposed).then(|| synth::kind(&view)).flatten()
+    let imposed: Vec<Option<dsl::Node>> =
+        jobs.iter().enumerate().map(|(i, j)| forced.and_then(|f| f(i, &view(j)))).collect();
+    let kinds: Vec<Option<String>> = (0..jobs.len())
+        .map(|i| {
+            let searched = opts.reuse && dup_of[i].is_none() && imposed[i].is_none();
+            searched.then(|| synth::kind(&view(&jobs[i]))).flatten()
         })
         .collect();
     let mut first_of_kind: HashMap<&str, usize> = HashMap::new();
@@ -398,8 +396,8 @@ fn compress_source<W: std::io::Write + std::io::Seek>(
     let choose_one = |i: usize, finalists: Option<&[dsl::Node]>| -> Result<(dsl::Node, bool, u64, Vec<dsl::Node>)> {
         let j = &jobs[i];
         let view = view(j);
-        if let Some(p) = forced.and_then(|f| f(i, &view)) {
-            return Ok((p, true, 0, Vec::new()));
+        if let Some(p) = &imposed[i] {
+            return Ok((p.clone(), true, 0, Vec::new()));
         }
         if let Some(k) = dup_of[i] {
             return Ok((dsl::build::copy(k as u32), true, 0, Vec::new()));

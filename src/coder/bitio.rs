@@ -5,6 +5,44 @@
 
 use crate::error::{Error, Result};
 
+/// Appends bits LSB-first to a byte vector, 32 bits at a time: the fast path of the coders'
+/// payloads, for values of at most 32 bits (the same bytes as [`BitWriter`]).
+pub struct Bits32<'a> {
+    out: &'a mut Vec<u8>,
+    acc: u64,
+    n: u32,
+}
+
+impl<'a> Bits32<'a> {
+    /// Continues after `n < 8` pending bits `acc` (the partial last byte of what came before).
+    pub fn new(out: &'a mut Vec<u8>, acc: u64, n: u32) -> Self {
+        debug_assert!(n < 8 && acc >> n == 0);
+        Bits32 { out, acc, n }
+    }
+
+    /// Writes the low `bits <= 32` bits of `v` (the higher bits of `v` must be zero).
+    #[inline(always)]
+    pub fn put(&mut self, v: u64, bits: u32) {
+        debug_assert!(bits <= 32 && (bits == 32 || v >> bits == 0));
+        self.acc |= v << self.n;
+        self.n += bits;
+        if self.n >= 32 {
+            self.out.extend_from_slice(&(self.acc as u32).to_le_bytes());
+            self.acc >>= 32;
+            self.n -= 32;
+        }
+    }
+
+    /// Writes the pending bits, the last byte padded with zeros.
+    pub fn finish(mut self) {
+        while self.n > 0 {
+            self.out.push(self.acc as u8);
+            self.acc >>= 8;
+            self.n = self.n.saturating_sub(8);
+        }
+    }
+}
+
 /// Appends bits LSB-first.
 #[derive(Default)]
 pub struct BitWriter {

@@ -21,7 +21,7 @@
 //! The decoder accepts only complete codes (Kraft sum exactly one), which the encoder always
 //! produces.
 
-use crate::coder::bitio::{BitReader, BitWriter};
+use crate::coder::bitio::{BitReader, BitWriter, Bits32};
 use crate::error::{Error, Result};
 
 /// Maximum code length.
@@ -326,27 +326,18 @@ pub fn encode(symbols: &[u16], out: &mut Vec<u8>) {
     }
 
     // Continue the bit stream where the table ended: take back its partial last byte.
-    let (mut acc, mut n) = match table_len % 8 {
+    let (acc, n) = match table_len % 8 {
         0 => (0u64, 0u32),
         r => (u64::from(bytes.pop().unwrap_or(0)), r as u32),
     };
     out.reserve(bytes.len() + (plan.bits as usize - table_len) / 8 + 8);
     out.extend_from_slice(&bytes);
+    let mut w = Bits32::new(out, acc, n);
     for &s in symbols {
         let e = enc[s as usize];
-        acc |= (e & 0xFFFF_FFFF) << n;
-        n += (e >> 32) as u32;
-        if n >= 32 {
-            out.extend_from_slice(&(acc as u32).to_le_bytes());
-            acc >>= 32;
-            n -= 32;
-        }
+        w.put(e & 0xFFFF_FFFF, (e >> 32) as u32);
     }
-    while n > 0 {
-        out.push(acc as u8);
-        acc >>= 8;
-        n = n.saturating_sub(8);
-    }
+    w.finish();
 }
 
 /// Exact size in bytes that `encode` would append, computed from a histogram without encoding

@@ -10,7 +10,7 @@ pub mod rans;
 use crate::dsl::{Data, Stream, Ty};
 use crate::error::{Error, Result};
 use crate::simd;
-use bitio::BitWriter;
+use bitio::{BitWriter, Bits32};
 
 /// Packs `values` at `bits` bits each (LSB-first).
 pub fn pack(values: impl Iterator<Item = u64>, bits: u32, out: &mut Vec<u8>) {
@@ -25,24 +25,12 @@ pub fn pack(values: impl Iterator<Item = u64>, bits: u32, out: &mut Vec<u8>) {
         out.extend_from_slice(&w.finish());
         return;
     }
-    // At most 31 pending bits plus one value of at most 32 bits: 32 bits go out at a time.
     out.reserve(packed_len(values.size_hint().0, bits));
-    let (mut acc, mut n) = (0u64, 0u32);
+    let mut w = Bits32::new(out, 0, 0);
     for v in values {
-        debug_assert!(bits == 64 || v >> bits == 0);
-        acc |= v << n;
-        n += bits;
-        if n >= 32 {
-            out.extend_from_slice(&(acc as u32).to_le_bytes());
-            acc >>= 32;
-            n -= 32;
-        }
+        w.put(v, bits);
     }
-    while n > 0 {
-        out.push(acc as u8);
-        acc >>= 8;
-        n = n.saturating_sub(8);
-    }
+    w.finish();
 }
 
 /// [`pack`] of a stream's words (slices of the word type, no per-word dispatch).

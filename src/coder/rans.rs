@@ -423,6 +423,29 @@ struct Contexts {
     hists: Vec<Vec<(u16, u64)>>,
 }
 
+/// Quantile buckets over context values (`cvals[v]`: symbols with context value `v`, `n` in
+/// all), each at least `n / MAX_CONTEXTS` and 1024 symbols: the start value of each bucket after
+/// the first, and the bucket of every value.
+fn quantile_buckets(cvals: &[u64], n: usize) -> (Vec<u16>, Vec<u8>) {
+    let min_fill = (n / MAX_CONTEXTS).max(1024) as u64;
+    let mut bounds: Vec<u16> = Vec::new();
+    let mut fill = 0u64;
+    let mut bucket_of = vec![0u8; cvals.len()];
+    let mut b = 0usize;
+    for (v, &c) in cvals.iter().enumerate() {
+        if c > 0 {
+            if fill >= min_fill && b + 1 < MAX_CONTEXTS {
+                b += 1;
+                bounds.push(v as u16);
+                fill = 0;
+            }
+            fill += c;
+        }
+        bucket_of[v] = b as u8;
+    }
+    (bounds, bucket_of)
+}
+
 /// Picks context thresholds: start from up to `MAX_CONTEXTS` quantile buckets of the context value,
 /// then merge neighbours while the estimated total (data + tables) shrinks.
 fn choose_contexts(symbols: &[u16], ctx: Ctx, alphabet: usize) -> Contexts {
@@ -437,26 +460,7 @@ fn choose_contexts(symbols: &[u16], ctx: Ctx, alphabet: usize) -> Contexts {
     }
     let cv = context_values(symbols, ctx);
     let range = cv.iter().copied().max().unwrap_or(0) as usize + 1;
-    let cvals = count(&cv, range);
-    // Quantile buckets over context values, each at least n/MAX_CONTEXTS and 1024 symbols.
-    let min_fill = (n / MAX_CONTEXTS).max(1024) as u64;
-    let mut bounds: Vec<u16> = Vec::new(); // start value of each bucket after the first
-    let mut fill = 0u64;
-    let mut bucket_of = vec![0u8; range];
-    let mut b = 0usize;
-    for v in 0..range {
-        if cvals[v] == 0 {
-            bucket_of[v] = b as u8;
-            continue;
-        }
-        if fill >= min_fill && b + 1 < MAX_CONTEXTS {
-            b += 1;
-            bounds.push(v as u16);
-            fill = 0;
-        }
-        bucket_of[v] = b as u8;
-        fill += cvals[v];
-    }
+    let (mut bounds, bucket_of) = quantile_buckets(&count(&cv, range), n);
     if bounds.is_empty() {
         return single(symbols);
     }
@@ -605,8 +609,8 @@ pub fn encode(symbols: &[u16], ctx: Ctx, out: &mut Vec<u8>) {
     let stride = if compact { rank.iter().max().map_or(0, |&r| r as usize + 1) } else { alphabet };
     let mut enc: Vec<EncSym> = vec![EncSym::default(); k * stride];
     for (c, hist) in hists.iter().enumerate() {
-        let hist = if hist.is_empty() { vec![(0u16, 1u64)] } else { hist.clone() };
-        let (table, qs, r_log, _) = build_table(&hist);
+        let hist: &[(u16, u64)] = if hist.is_empty() { &[(0, 1)] } else { hist };
+        let (table, qs, r_log, _) = build_table(hist);
         write_table(&mut w, &table, &qs, r_log);
         let mut cum = 0u32;
         for (&s, &f) in table.syms.iter().zip(&table.freqs) {
@@ -654,6 +658,8 @@ struct TableRef {
     /// First symbol of the table in [`Decoder::syms`].
     syms: u32,
     prob_bits: u32,
+    /// `2^prob_bits - 1`.
+    mask: u32,
 }
 
 /// Decoder state shared by every step. Each slot holds the index of its symbol within its table
@@ -671,15 +677,20 @@ struct Decoder<'a, I> {
 }
 
 impl<I: Copy + Into<usize>> Decoder<'_, I> {
-    /// Decodes one symbol with state `x` and context value `v`; `w` is the next word index.
+    /// The table of context value `v`.
     #[inline(always)]
-    fn step(&self, x: &mut u32, v: u16, w: &mut usize) -> u16 {
+    fn table(&self, v: u16) -> TableRef {
         debug_assert!((v as usize) < self.by_ctx.len());
         // SAFETY: context values are decoded symbols (at most the largest symbol of the tables) or
         // side values, and `by_ctx` has an entry for every value up to the largest of either
         // (`decode` sizes it so); a single table is looked up with value 0 only.
-        let t = unsafe { *self.by_ctx.get_unchecked(v as usize) };
-        let slot = *x & ((1u32 << t.prob_bits) - 1);
+        unsafe { *self.by_ctx.get_unchecked(v as usize) }
+    }
+
+    /// Decodes one symbol with state `x` and table `t`; `w` is the next word index.
+    #[inline(always)]
+    fn step(&self, x: &mut u32, t: TableRef, w: &mut usize) -> u16 {
+        let slot = *x & t.mask;
         let at = (t.slots + slot) as usize;
         debug_assert!(at < self.slots.len());
         // SAFETY: the table starting at `t.slots` has 2^prob_bits slots (its frequencies sum to
@@ -703,11 +714,11 @@ impl<I: Copy + Into<usize>> Decoder<'_, I> {
         e.sym
     }
 
-    /// Decodes `out.len()` symbols; `ctx(out, i)` gives symbol `i`'s context value from the
-    /// symbols before it. Four states in registers, one symbol of each per round.
+    /// Decodes `out.len()` symbols; `table(out, i)` gives symbol `i`'s table from the symbols
+    /// before it. Four states in registers, one symbol of each per round.
     #[inline(always)]
-    fn run(&self, states: &mut [u32; 4], out: &mut [u16], ctx: impl Fn(&[u16], usize) -> u16) -> usize {
-        self.run_from(states, out, 0, 0, ctx)
+    fn run(&self, states: &mut [u32; 4], out: &mut [u16], table: impl Fn(&[u16], usize) -> TableRef) -> usize {
+        self.run_from(states, out, 0, 0, table)
     }
 
     /// [`Self::run`] from symbol `start` on (a multiple of 4, so state `i & 3` codes symbol `i`),
@@ -719,83 +730,43 @@ impl<I: Copy + Into<usize>> Decoder<'_, I> {
         out: &mut [u16],
         start: usize,
         mut w: usize,
-        ctx: impl Fn(&[u16], usize) -> u16,
+        table: impl Fn(&[u16], usize) -> TableRef,
     ) -> usize {
         debug_assert!(start % 4 == 0);
         let [mut x0, mut x1, mut x2, mut x3] = *states;
         let n = out.len();
         let mut i = start;
         while i + 4 <= n {
-            out[i] = self.step(&mut x0, ctx(out, i), &mut w);
-            out[i + 1] = self.step(&mut x1, ctx(out, i + 1), &mut w);
-            out[i + 2] = self.step(&mut x2, ctx(out, i + 2), &mut w);
-            out[i + 3] = self.step(&mut x3, ctx(out, i + 3), &mut w);
+            out[i] = self.step(&mut x0, table(out, i), &mut w);
+            out[i + 1] = self.step(&mut x1, table(out, i + 1), &mut w);
+            out[i + 2] = self.step(&mut x2, table(out, i + 2), &mut w);
+            out[i + 3] = self.step(&mut x3, table(out, i + 3), &mut w);
             i += 4;
         }
         let mut tail = [x0, x1, x2, x3];
         while i < n {
-            out[i] = self.step(&mut tail[i & 3], ctx(out, i), &mut w);
+            out[i] = self.step(&mut tail[i & 3], table(out, i), &mut w);
             i += 1;
         }
         *states = tail;
         w
     }
 
-    /// [`Self::run`] for a block with one table: the table's slots, symbols and precision are
-    /// loop constants rather than looked up for every symbol.
-    fn run_one_table(&self, states: &mut [u32; 4], out: &mut [u16]) -> usize {
-        let t = self.by_ctx[0];
-        let p = t.prob_bits;
-        let mask = (1u32 << p) - 1;
-        let slots = &self.slots[t.slots as usize..t.slots as usize + (1usize << p)];
-        let syms = &self.syms[t.syms as usize..];
-        let (words, end) = (self.words, self.end);
-        debug_assert!(end < words.len());
-        let step = |x: &mut u32, w: &mut usize| -> u16 {
-            let slot = *x & mask;
-            // SAFETY: `slot <= mask < slots.len()`.
-            let idx: usize = unsafe { *slots.get_unchecked(slot as usize) }.into();
-            debug_assert!(idx < syms.len());
-            // SAFETY: each slot holds the index of a symbol of this table (see `step`).
-            let e = unsafe { *syms.get_unchecked(idx) };
-            let y = (e.freq_m1 as u32 + 1) * (*x >> p) + (slot - e.cum as u32);
-            let need = (y < L) as u32;
-            // SAFETY: as in `step`: the index is at most `end < words.len()`.
-            let word = unsafe { *words.get_unchecked((*w).min(end)) } as u32;
-            *x = (y << (need << 4)) | (word & need.wrapping_neg());
-            *w += need as usize;
-            e.sym
-        };
-        let [mut x0, mut x1, mut x2, mut x3] = *states;
-        let mut w = 0usize;
-        let mut quads = out.chunks_exact_mut(4);
-        for q in &mut quads {
-            q[0] = step(&mut x0, &mut w);
-            q[1] = step(&mut x1, &mut w);
-            q[2] = step(&mut x2, &mut w);
-            q[3] = step(&mut x3, &mut w);
-        }
-        let mut tail = [x0, x1, x2, x3];
-        for (j, o) in quads.into_remainder().iter_mut().enumerate() {
-            *o = step(&mut tail[j], &mut w);
-        }
-        *states = tail;
-        w
-    }
-
-    /// Runs the decoder with the context kind of the block.
+    /// Runs the decoder with the context kind of the block. With one table, the table is a
+    /// loop constant rather than looked up for every symbol.
     fn decode(&self, states: &mut [u32; 4], out: &mut [u16], ctx: Ctx, one_table: bool) -> usize {
+        let first = self.table(0);
         match ctx {
-            _ if one_table => self.run_one_table(states, out),
-            Ctx::None => self.run(states, out, |_, _| 0),
+            _ if one_table => self.run(states, out, |_, _| first),
+            Ctx::None => self.run(states, out, |_, _| first),
             // Symbols before the first `d` have context 0; afterwards no branch is needed.
             Ctx::Back(d) if d >= 4 && out.len() > d && d % 4 == 0 => {
                 let (head, _) = out.split_at_mut(d);
-                let w = self.run(states, head, |_, _| 0);
-                self.run_from(states, out, d, w, |o, i| o[i - d])
+                let w = self.run(states, head, |_, _| first);
+                self.run_from(states, out, d, w, |o, i| self.table(o[i - d]))
             }
-            Ctx::Back(d) => self.run(states, out, |o, i| if i >= d { o[i - d] } else { 0 }),
-            Ctx::Side(s) => self.run(states, out, |_, i| s[i]),
+            Ctx::Back(d) => self.run(states, out, |o, i| if i >= d { self.table(o[i - d]) } else { first }),
+            Ctx::Side(s) => self.run(states, out, |_, i| self.table(s[i])),
         }
     }
 }
@@ -841,7 +812,12 @@ pub fn decode(input: &[u8], n: usize, ctx: Ctx, out: &mut Vec<u16>) -> Result<us
     let mut nslots = 0usize;
     for _ in 0..k {
         let t = read_table(&mut r)?;
-        refs.push(TableRef { slots: nslots as u32, syms: syms.len() as u32, prob_bits: t.prob_bits });
+        refs.push(TableRef {
+            slots: nslots as u32,
+            syms: syms.len() as u32,
+            prob_bits: t.prob_bits,
+            mask: (1u32 << t.prob_bits) - 1,
+        });
         let mut cum = 0u32;
         for (&s, &f) in t.syms.iter().zip(&t.freqs) {
             syms.push(SymInfo { sym: s, freq_m1: (f - 1) as u16, cum: cum as u16 });
@@ -951,25 +927,7 @@ mod tests {
             for i in 0..n {
                 cvals[ctx.value(symbols, i) as usize] += 1;
             }
-            // Quantile buckets over context values, each at least n/MAX_CONTEXTS and 1024 symbols.
-            let min_fill = (n / MAX_CONTEXTS).max(1024) as u64;
-            let mut bounds: Vec<u16> = Vec::new(); // start value of each bucket after the first
-            let mut fill = 0u64;
-            let mut bucket_of = vec![0u8; range];
-            let mut b = 0usize;
-            for v in 0..range {
-                if cvals[v] == 0 {
-                    bucket_of[v] = b as u8;
-                    continue;
-                }
-                if fill >= min_fill && b + 1 < MAX_CONTEXTS {
-                    b += 1;
-                    bounds.push(v as u16);
-                    fill = 0;
-                }
-                bucket_of[v] = b as u8;
-                fill += cvals[v];
-            }
+            let (mut bounds, bucket_of) = quantile_buckets(&cvals, n);
             if bounds.is_empty() {
                 return bounds;
             }
