@@ -62,7 +62,7 @@ fn bench(c: &mut Criterion) {
         assert_eq!(packed.len(), packed_len(N, bits));
         let ty = brevis::dsl::Ty::u(bits);
         g.bench_function(BenchmarkId::new("unpack", bits), |b| {
-            b.iter(|| brevis::coder::unpack_stream(&packed, N, ty).unwrap())
+            b.iter(|| brevis::dsl::ops::raw::unpack_stream(&packed, N, ty).unwrap())
         });
     }
     g.finish();

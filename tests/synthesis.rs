@@ -36,35 +36,6 @@ fn depth(n: &brevis::dsl::Node) -> usize {
 }
 
 #[test]
-fn first_release_candidates_are_derivable() {
-    let mut rng = Rng(3);
-    let cases: Vec<(DType, Vec<u64>)> = vec![
-        (DType::BF16, vec![64, 96]),
-        (DType::F16, vec![16, 8, 3, 3]),
-        (DType::F32, vec![48, 40]),
-        (DType::F8E4M3, vec![512]),
-        (DType::I64, vec![300]),
-        (DType::I32, vec![20, 30]),
-        (DType::U8, vec![1000]),
-    ];
-    for (dt, shape) in cases {
-        let n: u64 = shape.iter().product();
-        let data = data_for(dt.name(), n as usize, &mut rng, false);
-        let reference = data_for(dt.name(), n as usize, &mut rng, false);
-        let w = dt.bits().unwrap();
-        let mut t =
-            TensorView { name: "w", dtype: &dt, shape: &shape, word_bits: w, bytes: (&data).into(), reference: None };
-        for c in synth::candidates(&t) {
-            assert!(synth::derivable(&t, &c, synth::DEFAULT_DEPTH), "{}: {c} is not derivable", dt.name());
-        }
-        t.reference = Some((&reference).into());
-        for c in synth::legacy::reference_candidates(&t).into_iter().filter(|c| c.to_string() != "copyref") {
-            assert!(synth::derivable(&t, &c, synth::DEFAULT_DEPTH), "{}: {c} is not derivable", dt.name());
-        }
-    }
-}
-
-#[test]
 fn budget_and_depth_bound_the_search() {
     let f = checkpoint();
     for (budget, max_depth) in [(1, 1), (4, 2), (16, 4)] {

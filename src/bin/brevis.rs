@@ -40,32 +40,7 @@ struct Common {
 #[derive(Subcommand)]
 enum Cmd {
     /// Compress a file (safetensors or anything else) into a Brevis archive.
-    Compress {
-        input: PathBuf,
-        /// Output path (default: INPUT.brv).
-        #[arg(short, long)]
-        output: Option<PathBuf>,
-        /// Overwrite an existing output.
-        #[arg(short, long)]
-        force: bool,
-        /// Bytes of original data per independently decodable chunk.
-        #[arg(long, default_value_t = 1 << 20)]
-        chunk_size: usize,
-        /// Code tensors against this checkpoint (safetensors or .brv) where that is smaller;
-        /// decompressing will need it too.
-        #[arg(long = "ref", value_name = "BASE")]
-        reference: Option<PathBuf>,
-        /// Working memory to stay under, e.g. 64M or 2G (K, M, G: powers of 1024): bounds the
-        /// chunks in flight (about six chunk sizes each) and the index. Files are read and written
-        /// in windows, so the file size does not matter. Not applied to the reference of --ref,
-        /// which is read whole.
-        #[arg(long = "memory-limit", value_name = "SIZE", default_value = "1G", value_parser = parse_size)]
-        memory_limit: u64,
-        #[command(flatten)]
-        search: SearchArgs,
-        #[command(flatten)]
-        common: Common,
-    },
+    Compress(CompressArgs),
     /// Learn a production prior from checkpoints, to reuse with `compress --prior`.
     Prior {
         #[command(subcommand)]
@@ -76,56 +51,93 @@ enum Cmd {
     ///
     /// Without `--search`: speed and size of Brevis (compress, decompress with 1 and all threads)
     /// against zstd -3 and -9, lz4, deflate and memcpy, on the same bytes in memory.
-    Bench {
-        /// The search benchmark instead of the speed benchmark.
-        #[arg(long)]
-        search: bool,
-        #[arg(required = true)]
-        files: Vec<PathBuf>,
-        /// Budgets to measure (expansions per tensor; search benchmark).
-        #[arg(long, value_delimiter = ',', default_value = "1,4,16,64,256")]
-        budgets: Vec<usize>,
-        /// Timed runs per figure (speed benchmark); the median is reported.
-        #[arg(long, default_value_t = 10)]
-        runs: usize,
-        /// Timed runs of Brevis compression, the slow part (speed benchmark).
-        #[arg(long, default_value_t = 3)]
-        compress_runs: usize,
-        #[command(flatten)]
-        common: Common,
-    },
+    Bench(BenchArgs),
     /// Restore the original file from an archive.
-    Decompress {
-        input: PathBuf,
-        /// Output path (default: INPUT without .brv).
-        #[arg(short, long)]
-        output: Option<PathBuf>,
-        /// The reference the archive was made against (safetensors or .brv).
-        #[arg(long = "ref", value_name = "BASE")]
-        reference: Option<PathBuf>,
-        #[arg(short, long)]
-        force: bool,
-        /// Working memory to stay under, e.g. 64M (K, M, G: powers of 1024; default 1G): bounds
-        /// the chunks decoded at once and the index. The archive is read and the output written
-        /// in windows. With --ref, everything is in memory and this bounds the output instead.
-        #[arg(long = "memory-limit", value_name = "SIZE", value_parser = parse_size)]
-        memory_limit: Option<u64>,
-        #[command(flatten)]
-        common: Common,
-    },
+    Decompress(DecompressArgs),
     /// Show each tensor's program, sizes and bits per element.
     Inspect { archive: PathBuf },
     /// Check every checksum; with ORIGINAL, also compare the restored bytes with it.
-    Verify {
-        archive: PathBuf,
-        original: Option<PathBuf>,
-        /// The reference the archive was made against.
-        #[arg(long = "ref", value_name = "BASE")]
-        reference: Option<PathBuf>,
-        /// Working memory to stay under (as for decompress).
-        #[arg(long = "memory-limit", value_name = "SIZE", value_parser = parse_size)]
-        memory_limit: Option<u64>,
-    },
+    Verify(VerifyArgs),
+}
+
+#[derive(Args)]
+struct CompressArgs {
+    input: PathBuf,
+    /// Output path (default: INPUT.brv).
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+    /// Overwrite an existing output.
+    #[arg(short, long)]
+    force: bool,
+    /// Bytes of original data per independently decodable chunk.
+    #[arg(long, default_value_t = 1 << 20)]
+    chunk_size: usize,
+    /// Code tensors against this checkpoint (safetensors or .brv) where that is smaller;
+    /// decompressing will need it too.
+    #[arg(long = "ref", value_name = "BASE")]
+    reference: Option<PathBuf>,
+    /// Working memory to stay under, e.g. 64M or 2G (K, M, G: powers of 1024): bounds the
+    /// chunks in flight (about six chunk sizes each) and the index. Files are read and written
+    /// in windows, so the file size does not matter. Not applied to the reference of --ref,
+    /// which is read whole.
+    #[arg(long = "memory-limit", value_name = "SIZE", default_value = "1G", value_parser = parse_size)]
+    memory_limit: u64,
+    #[command(flatten)]
+    search: SearchArgs,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Args)]
+struct BenchArgs {
+    /// The search benchmark instead of the speed benchmark.
+    #[arg(long)]
+    search: bool,
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// Budgets to measure (expansions per tensor; search benchmark).
+    #[arg(long, value_delimiter = ',', default_value = "1,4,16,64,256")]
+    budgets: Vec<usize>,
+    /// Timed runs per figure (speed benchmark); the median is reported.
+    #[arg(long, default_value_t = 10)]
+    runs: usize,
+    /// Timed runs of Brevis compression, the slow part (speed benchmark).
+    #[arg(long, default_value_t = 3)]
+    compress_runs: usize,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Args)]
+struct DecompressArgs {
+    input: PathBuf,
+    /// Output path (default: INPUT without .brv).
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+    /// The reference the archive was made against (safetensors or .brv).
+    #[arg(long = "ref", value_name = "BASE")]
+    reference: Option<PathBuf>,
+    #[arg(short, long)]
+    force: bool,
+    /// Working memory to stay under, e.g. 64M (K, M, G: powers of 1024; default 1G): bounds
+    /// the chunks decoded at once and the index. The archive is read and the output written
+    /// in windows. With --ref, everything is in memory and this bounds the output instead.
+    #[arg(long = "memory-limit", value_name = "SIZE", value_parser = parse_size)]
+    memory_limit: Option<u64>,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Args)]
+struct VerifyArgs {
+    archive: PathBuf,
+    original: Option<PathBuf>,
+    /// The reference the archive was made against.
+    #[arg(long = "ref", value_name = "BASE")]
+    reference: Option<PathBuf>,
+    /// Working memory to stay under (as for decompress).
+    #[arg(long = "memory-limit", value_name = "SIZE", value_parser = parse_size)]
+    memory_limit: Option<u64>,
 }
 
 /// How the search for each tensor's program runs (never stored in the archive).
@@ -296,209 +308,224 @@ fn mb(n: u64) -> String {
 
 fn run(cli: Cli) -> Result<ExitCode, String> {
     match cli.cmd {
-        Cmd::Compress { input, output, force, chunk_size, reference, memory_limit, search, common } => {
-            let out = output.unwrap_or_else(|| {
-                let mut s = input.clone().into_os_string();
-                s.push(".brv");
-                PathBuf::from(s)
-            });
-            check_output(&input, &out, force)?;
-            let file = open(&input)?;
-            let size = file.metadata().map_err(|e| format!("cannot stat {}: {e}", input.display()))?.len();
-            if chunk_size == 0 {
-                return Err("--chunk-size must be positive".into());
-            }
-            if !common.quiet && size > 64 << 20 {
-                eprint!("brevis: compressing {} ({})...\r", input.display(), mb(size));
-            }
-            let t0 = Instant::now();
-            if search.budget == 0 {
-                return Err("--budget must be positive".into());
-            }
-            let stats = (search.stats || common.verbose).then(|| std::sync::Arc::new(Default::default()));
-            let opts = brevis::Options {
-                threads: common.threads,
-                chunk_bytes: chunk_size,
-                budget: search.budget,
-                depth: search.depth,
-                prior: search.prior()?,
-                stats: stats.clone(),
-                memory_limit,
-                reuse: !search.search_each,
-                ..Default::default()
-            };
-            let mut archive_len = 0u64;
-            match &reference {
-                // Against a reference, the input and the reference are mapped whole.
-                Some(r) => {
-                    let data = read_input(&input)?;
-                    let archive =
-                        brevis::compress_with_ref(&data, &read_input(r)?, &opts).map_err(|e| e.to_string())?;
-                    archive_len = archive.len() as u64;
-                    write_atomic(&out, force, &archive)?;
-                }
-                None => write_atomic_with(&out, force, |f| {
-                    archive_len = brevis::compress_file(&file, f, &opts).map_err(|e| e.to_string())?;
-                    Ok(())
-                })?,
-            }
-            if common.verbose {
-                let a = open(&out)?;
-                print_programs(brevis::source::Source::file(&a).map_err(|e| e.to_string())?)?;
-            }
-            if let (Some(st), false) = (&stats, common.quiet) {
-                let st: &brevis::synth::SearchStats = st;
-                eprintln!("{}", st.summary());
-            }
-            if !common.quiet {
-                let pct = if size == 0 { 0.0 } else { 100.0 * archive_len as f64 / size as f64 };
-                eprintln!(
-                    "{}: {} -> {} ({pct:.2}%) in {:.2} s => {}",
-                    input.display(),
-                    mb(size),
-                    mb(archive_len),
-                    t0.elapsed().as_secs_f64(),
-                    out.display()
-                );
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Cmd::Decompress { input, output, force, reference, memory_limit, common } => {
-            let out = match output {
-                Some(o) => o,
-                None => match input.to_str().and_then(|s| s.strip_suffix(".brv")) {
-                    Some(s) if !s.is_empty() => PathBuf::from(s),
-                    _ => return Err(format!("{} does not end in .brv; give the output with -o", input.display())),
-                },
-            };
-            check_output(&input, &out, force)?;
-            let file = open(&input)?;
-            let size = file.metadata().map_err(|e| format!("cannot stat {}: {e}", input.display()))?.len();
-            let t0 = Instant::now();
-            let opts = decode_options(common.threads, memory_limit, reference.is_some());
-            let mut original_len = 0u64;
-            match &reference {
-                // Against a reference, the archive, the reference and the output are in memory.
-                Some(r) => {
-                    let data = read_input(&input)?;
-                    let original = brevis::decompress_with_ref(&data, &read_input(r)?, &opts)
-                        .map_err(|e| format!("{}: {e}", input.display()))?;
-                    original_len = original.len() as u64;
-                    write_atomic(&out, force, &original)?;
-                }
-                None => write_atomic_with(&out, force, |f| {
-                    let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
-                    original_len = brevis::decompress_file(&file, &mut w, &opts)
-                        .map_err(|e| format!("{}: {e}", input.display()))?;
-                    w.flush().map_err(|e| format!("cannot write {}: {e}", out.display()))
-                })?,
-            }
-            if !common.quiet {
-                eprintln!(
-                    "{}: {} -> {} in {:.2} s => {}",
-                    input.display(),
-                    mb(size),
-                    mb(original_len),
-                    t0.elapsed().as_secs_f64(),
-                    out.display()
-                );
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        Cmd::Compress(args) => compress(args),
+        Cmd::Decompress(args) => decompress(args),
         Cmd::Prior { cmd: PriorCmd::Learn { files, output, force, common } } => {
-            if output.exists() && !force {
-                return Err(format!("{} already exists; use -f to overwrite", output.display()));
-            }
-            let t0 = Instant::now();
-            let mut prior = brevis::synth::Prior::uniform();
-            for f in &files {
-                let data = read_input(f)?;
-                let p = brevis::learn_prior(&data, &brevis::Options { threads: common.threads, ..Default::default() })
-                    .map_err(|e| format!("{}: {e}", f.display()))?;
-                prior.merge(&p);
-            }
-            write_atomic(&output, force, prior.to_json().as_bytes())?;
-            if !common.quiet {
-                eprintln!(
-                    "prior from {} tensors of {} files, {} (context, production) pairs, in {:.2} s => {}",
-                    prior.tensors,
-                    files.len(),
-                    prior.len(),
-                    t0.elapsed().as_secs_f64(),
-                    output.display()
-                );
-            }
-            Ok(ExitCode::SUCCESS)
+            prior_learn(files, output, force, common)
         }
-        Cmd::Bench { search: false, files, runs, compress_runs, common, .. } => {
-            if runs == 0 || compress_runs == 0 {
-                return Err("--runs and --compress-runs must be positive".into());
-            }
-            let inputs: Vec<(String, Vec<u8>)> = files
-                .iter()
-                .map(|f| Ok((f.display().to_string(), read_input(f)?.to_vec())))
-                .collect::<Result<_, String>>()?;
-            bench::run(&inputs, runs, compress_runs, common.threads)?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Cmd::Bench { search: true, files, budgets, common, .. } => {
-            let inputs: Vec<Input> = files.iter().map(|f| read_input(f)).collect::<Result<_, _>>()?;
-            let total: u64 = inputs.iter().map(|d| d.len() as u64).sum();
-            println!("{} files, {} bytes; sizes as % of the original, times in seconds", files.len(), total);
-            println!("\n| budget | learned prior | time | uniform prior | time |\n|---|---|---|---|---|");
-            for &b in &budgets {
-                if b == 0 {
-                    return Err("budgets must be positive".into());
-                }
-                let mut row = format!("| {b} |");
-                for prior in [brevis::synth::PriorSource::Learn, brevis::synth::PriorSource::Uniform] {
-                    let opts = brevis::Options { threads: common.threads, budget: b, prior, ..Default::default() };
-                    let t0 = Instant::now();
-                    let mut size = 0u64;
-                    for (f, d) in files.iter().zip(&inputs) {
-                        let a = brevis::compress(d, &opts).map_err(|e| format!("{}: {e}", f.display()))?;
-                        if common.verbose {
-                            eprintln!("budget {b} {:?}: {} {}", opts.prior, f.display(), a.len());
-                        }
-                        size += a.len() as u64;
-                    }
-                    let pct = 100.0 * size as f64 / total.max(1) as f64;
-                    row += &format!(" {pct:.3}% ({size}) | {:.1} |", t0.elapsed().as_secs_f64());
-                }
-                println!("{row}");
-                let _ = std::io::stdout().flush();
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        Cmd::Bench(args) if args.search => bench_search(args),
+        Cmd::Bench(args) => bench_speed(args),
         Cmd::Inspect { archive } => {
             let a = open(&archive)?;
             print_programs(brevis::source::Source::file(&a).map_err(|e| e.to_string())?)?;
             Ok(ExitCode::SUCCESS)
         }
-        Cmd::Verify { archive, original, reference, memory_limit } => {
-            let opts = decode_options(0, memory_limit, reference.is_some());
-            // The restored bytes are compared with ORIGINAL as they come (or just counted).
-            let mut check = Compare::new(original.as_deref().map(open).transpose()?);
-            let res = match &reference {
-                Some(r) => {
-                    let data = read_input(&archive)?;
-                    brevis::decompress_with_ref(&data, &read_input(r)?, &opts).and_then(|restored| {
-                        check.write_all(&restored).map(|_| restored.len() as u64).map_err(Into::into)
-                    })
-                }
-                None => brevis::decompress_file(&open(&archive)?, &mut check, &opts),
-            };
-            if let (Some(orig), Some(at)) = (&original, check.differs_at()) {
-                return Err(format!("{} differs from {} at byte {at}", archive.display(), orig.display()));
-            }
-            let restored = res.map_err(|e| format!("{}: {e}", archive.display()))?;
-            if let (Some(orig), Some(at)) = (&original, check.finish().map_err(|e| e.to_string())?) {
-                return Err(format!("{} differs from {} at byte {at}", archive.display(), orig.display()));
-            }
-            println!("{}: OK ({} restored, all checksums match)", archive.display(), mb(restored));
-            Ok(ExitCode::SUCCESS)
-        }
+        Cmd::Verify(args) => verify(args),
     }
+}
+
+fn compress(args: CompressArgs) -> Result<ExitCode, String> {
+    let CompressArgs { input, output, force, chunk_size, reference, memory_limit, search, common } = args;
+    let out = output.unwrap_or_else(|| {
+        let mut s = input.clone().into_os_string();
+        s.push(".brv");
+        PathBuf::from(s)
+    });
+    check_output(&input, &out, force)?;
+    let file = open(&input)?;
+    let size = file.metadata().map_err(|e| format!("cannot stat {}: {e}", input.display()))?.len();
+    if chunk_size == 0 {
+        return Err("--chunk-size must be positive".into());
+    }
+    if !common.quiet && size > 64 << 20 {
+        eprint!("brevis: compressing {} ({})...\r", input.display(), mb(size));
+    }
+    let t0 = Instant::now();
+    if search.budget == 0 {
+        return Err("--budget must be positive".into());
+    }
+    let stats = (search.stats || common.verbose).then(|| std::sync::Arc::new(Default::default()));
+    let opts = brevis::Options {
+        threads: common.threads,
+        chunk_bytes: chunk_size,
+        budget: search.budget,
+        depth: search.depth,
+        prior: search.prior()?,
+        stats: stats.clone(),
+        memory_limit,
+        reuse: !search.search_each,
+        ..Default::default()
+    };
+    let mut archive_len = 0u64;
+    match &reference {
+        // Against a reference, the input and the reference are mapped whole.
+        Some(r) => {
+            let data = read_input(&input)?;
+            let archive = brevis::compress_with_ref(&data, &read_input(r)?, &opts).map_err(|e| e.to_string())?;
+            archive_len = archive.len() as u64;
+            write_atomic(&out, force, &archive)?;
+        }
+        None => write_atomic_with(&out, force, |f| {
+            archive_len = brevis::compress_file(&file, f, &opts).map_err(|e| e.to_string())?;
+            Ok(())
+        })?,
+    }
+    if common.verbose {
+        let a = open(&out)?;
+        print_programs(brevis::source::Source::file(&a).map_err(|e| e.to_string())?)?;
+    }
+    if let (Some(st), false) = (&stats, common.quiet) {
+        let st: &brevis::synth::SearchStats = st;
+        eprintln!("{}", st.summary());
+    }
+    if !common.quiet {
+        let pct = if size == 0 { 0.0 } else { 100.0 * archive_len as f64 / size as f64 };
+        eprintln!(
+            "{}: {} -> {} ({pct:.2}%) in {:.2} s => {}",
+            input.display(),
+            mb(size),
+            mb(archive_len),
+            t0.elapsed().as_secs_f64(),
+            out.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn decompress(args: DecompressArgs) -> Result<ExitCode, String> {
+    let DecompressArgs { input, output, force, reference, memory_limit, common } = args;
+    let out = match output {
+        Some(o) => o,
+        None => match input.to_str().and_then(|s| s.strip_suffix(".brv")) {
+            Some(s) if !s.is_empty() => PathBuf::from(s),
+            _ => return Err(format!("{} does not end in .brv; give the output with -o", input.display())),
+        },
+    };
+    check_output(&input, &out, force)?;
+    let file = open(&input)?;
+    let size = file.metadata().map_err(|e| format!("cannot stat {}: {e}", input.display()))?.len();
+    let t0 = Instant::now();
+    let opts = decode_options(common.threads, memory_limit, reference.is_some());
+    let mut original_len = 0u64;
+    match &reference {
+        // Against a reference, the archive, the reference and the output are in memory.
+        Some(r) => {
+            let data = read_input(&input)?;
+            let original = brevis::decompress_with_ref(&data, &read_input(r)?, &opts)
+                .map_err(|e| format!("{}: {e}", input.display()))?;
+            original_len = original.len() as u64;
+            write_atomic(&out, force, &original)?;
+        }
+        None => write_atomic_with(&out, force, |f| {
+            let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
+            original_len =
+                brevis::decompress_file(&file, &mut w, &opts).map_err(|e| format!("{}: {e}", input.display()))?;
+            w.flush().map_err(|e| format!("cannot write {}: {e}", out.display()))
+        })?,
+    }
+    if !common.quiet {
+        eprintln!(
+            "{}: {} -> {} in {:.2} s => {}",
+            input.display(),
+            mb(size),
+            mb(original_len),
+            t0.elapsed().as_secs_f64(),
+            out.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn prior_learn(files: Vec<PathBuf>, output: PathBuf, force: bool, common: Common) -> Result<ExitCode, String> {
+    if output.exists() && !force {
+        return Err(format!("{} already exists; use -f to overwrite", output.display()));
+    }
+    let t0 = Instant::now();
+    let mut prior = brevis::synth::Prior::uniform();
+    for f in &files {
+        let data = read_input(f)?;
+        let p = brevis::learn_prior(&data, &brevis::Options { threads: common.threads, ..Default::default() })
+            .map_err(|e| format!("{}: {e}", f.display()))?;
+        prior.merge(&p);
+    }
+    write_atomic(&output, force, prior.to_json().as_bytes())?;
+    if !common.quiet {
+        eprintln!(
+            "prior from {} tensors of {} files, {} (context, production) pairs, in {:.2} s => {}",
+            prior.tensors,
+            files.len(),
+            prior.len(),
+            t0.elapsed().as_secs_f64(),
+            output.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn bench_speed(args: BenchArgs) -> Result<ExitCode, String> {
+    let BenchArgs { files, runs, compress_runs, common, .. } = args;
+    if runs == 0 || compress_runs == 0 {
+        return Err("--runs and --compress-runs must be positive".into());
+    }
+    let inputs: Vec<(String, Vec<u8>)> =
+        files.iter().map(|f| Ok((f.display().to_string(), read_input(f)?.to_vec()))).collect::<Result<_, String>>()?;
+    bench::run(&inputs, runs, compress_runs, common.threads)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn bench_search(args: BenchArgs) -> Result<ExitCode, String> {
+    let BenchArgs { files, budgets, common, .. } = args;
+    let inputs: Vec<Input> = files.iter().map(|f| read_input(f)).collect::<Result<_, _>>()?;
+    let total: u64 = inputs.iter().map(|d| d.len() as u64).sum();
+    println!("{} files, {} bytes; sizes as % of the original, times in seconds", files.len(), total);
+    println!("\n| budget | learned prior | time | uniform prior | time |\n|---|---|---|---|---|");
+    for &b in &budgets {
+        if b == 0 {
+            return Err("budgets must be positive".into());
+        }
+        let mut row = format!("| {b} |");
+        for prior in [brevis::synth::PriorSource::Learn, brevis::synth::PriorSource::Uniform] {
+            let opts = brevis::Options { threads: common.threads, budget: b, prior, ..Default::default() };
+            let t0 = Instant::now();
+            let mut size = 0u64;
+            for (f, d) in files.iter().zip(&inputs) {
+                let a = brevis::compress(d, &opts).map_err(|e| format!("{}: {e}", f.display()))?;
+                if common.verbose {
+                    eprintln!("budget {b} {:?}: {} {}", opts.prior, f.display(), a.len());
+                }
+                size += a.len() as u64;
+            }
+            let pct = 100.0 * size as f64 / total.max(1) as f64;
+            row += &format!(" {pct:.3}% ({size}) | {:.1} |", t0.elapsed().as_secs_f64());
+        }
+        println!("{row}");
+        let _ = std::io::stdout().flush();
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn verify(args: VerifyArgs) -> Result<ExitCode, String> {
+    let VerifyArgs { archive, original, reference, memory_limit } = args;
+    let opts = decode_options(0, memory_limit, reference.is_some());
+    // The restored bytes are compared with ORIGINAL as they come (or just counted).
+    let mut check = Compare::new(original.as_deref().map(open).transpose()?);
+    let res = match &reference {
+        Some(r) => {
+            let data = read_input(&archive)?;
+            brevis::decompress_with_ref(&data, &read_input(r)?, &opts)
+                .and_then(|restored| check.write_all(&restored).map(|_| restored.len() as u64).map_err(Into::into))
+        }
+        None => brevis::decompress_file(&open(&archive)?, &mut check, &opts),
+    };
+    if let (Some(orig), Some(at)) = (&original, check.differs_at()) {
+        return Err(format!("{} differs from {} at byte {at}", archive.display(), orig.display()));
+    }
+    let restored = res.map_err(|e| format!("{}: {e}", archive.display()))?;
+    if let (Some(orig), Some(at)) = (&original, check.finish().map_err(|e| e.to_string())?) {
+        return Err(format!("{} differs from {} at byte {at}", archive.display(), orig.display()));
+    }
+    println!("{}: OK ({} restored, all checksums match)", archive.display(), mb(restored));
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Decoding options: the streaming path's memory limit defaults to 1 GiB; the in-memory path

@@ -7,9 +7,7 @@ pub mod bitio;
 pub mod huffman;
 pub mod rans;
 
-use crate::dsl::{Data, Stream, Ty};
 use crate::error::{Error, Result};
-use crate::simd;
 use bitio::{BitWriter, Bits32};
 
 /// Packs `values` at `bits` bits each (LSB-first).
@@ -33,57 +31,9 @@ pub fn pack(values: impl Iterator<Item = u64>, bits: u32, out: &mut Vec<u8>) {
     w.finish();
 }
 
-/// [`pack`] of a stream's words (slices of the word type, no per-word dispatch).
-pub fn pack_stream(x: &Stream, out: &mut Vec<u8>) {
-    let bits = x.ty.bits;
-    match &x.data {
-        Data::U8(d) => pack(d.iter().map(|&v| v as u64), bits, out),
-        Data::U16(d) => pack(d.iter().map(|&v| v as u64), bits, out),
-        Data::U32(d) => pack(d.iter().map(|&v| v as u64), bits, out),
-        Data::U64(d) => pack(d.iter().copied(), bits, out),
-    }
-}
-
 /// Bytes used by `n` values packed at `bits` bits.
 pub fn packed_len(n: usize, bits: u32) -> usize {
     ((n as u128 * bits as u128).div_ceil(8)) as usize
-}
-
-/// Unpacks `n` values of type `ty` from the start of `input` into a stream (the SIMD kernels
-/// for u8 and u16 words).
-pub fn unpack_stream(input: &[u8], n: usize, ty: Ty) -> Result<Stream> {
-    let bits = ty.bits;
-    if bits > 64 {
-        return Err(Error::corrupt("bit-packed stream: words wider than 64 bits"));
-    }
-    let len = packed_len(n, bits);
-    if len > input.len() {
-        return Err(Error::corrupt("bit-packed stream ends early"));
-    }
-    let data = &input[..len];
-    if bits == 0 {
-        return Ok(Stream::from_fn(ty, n, |_| 0));
-    }
-    let mut s = Stream::with_capacity(ty, 0);
-    match &mut s.data {
-        Data::U8(d) => {
-            d.resize(n, 0);
-            simd::unpack_u8(data, bits, d);
-        }
-        Data::U16(d) => {
-            d.resize(n, 0);
-            simd::unpack_u16(data, bits, d);
-        }
-        Data::U32(d) => {
-            d.resize(n, 0);
-            simd::unpack(data, bits, d);
-        }
-        Data::U64(d) => {
-            d.resize(n, 0);
-            simd::unpack(data, bits, d);
-        }
-    }
-    Ok(s)
 }
 
 /// zstd on a byte stream (the LZ leaf for long repeats): one zstd frame, appended to `out`.
@@ -104,37 +54,44 @@ pub fn zstd_decode(input: &[u8], n: usize) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// Every width from 1 to 64 bits, with value counts around word boundaries, and pseudo-random
+/// values of that width (tests of packing, here and in the `raw` operator).
+#[cfg(test)]
+pub(crate) fn packing_cases() -> impl Iterator<Item = (u32, usize, Vec<u64>)> {
+    let mut seed = 9u64;
+    (1..=64u32).flat_map(move |bits| {
+        [0usize, 1, 3, 7, 8, 31, 64, 1001].map(|n| {
+            let vals: Vec<u64> = (0..n)
+                .map(|_| {
+                    seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    if bits == 64 {
+                        seed
+                    } else {
+                        seed & ((1u64 << bits) - 1)
+                    }
+                })
+                .collect();
+            (bits, n, vals)
+        })
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// `pack` writes what a bit writer writes, and `unpack_stream` reads it back.
+    /// `pack` writes what a bit writer writes.
     #[test]
     fn pack_matches_bit_writer() {
-        let mut seed = 9u64;
-        for bits in 1..=64u32 {
-            for n in [0usize, 1, 3, 7, 8, 31, 64, 1001] {
-                let vals: Vec<u64> = (0..n)
-                    .map(|_| {
-                        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                        if bits == 64 {
-                            seed
-                        } else {
-                            seed & ((1u64 << bits) - 1)
-                        }
-                    })
-                    .collect();
-                let mut w = BitWriter::new();
-                for &v in &vals {
-                    w.put_wide(v, bits);
-                }
-                let mut out = Vec::new();
-                pack(vals.iter().copied(), bits, &mut out);
-                assert_eq!(out, w.finish(), "bits {bits} n {n}");
-                assert_eq!(out.len(), packed_len(n, bits));
-                let back = unpack_stream(&out, n, Ty::u(bits)).unwrap();
-                assert_eq!(back.iter().collect::<Vec<u64>>(), vals, "bits {bits} n {n}");
+        for (bits, n, vals) in packing_cases() {
+            let mut w = BitWriter::new();
+            for &v in &vals {
+                w.put_wide(v, bits);
             }
+            let mut out = Vec::new();
+            pack(vals.iter().copied(), bits, &mut out);
+            assert_eq!(out, w.finish(), "bits {bits} n {n}");
+            assert_eq!(out.len(), packed_len(n, bits));
         }
     }
 }

@@ -13,6 +13,9 @@ use crate::source::Source;
 use xxhash_rust::xxh3::xxh3_64;
 
 pub mod header_model;
+pub mod writer;
+
+pub use writer::{header, meta_and_footer, write_archive, Writer};
 
 pub const MAGIC: [u8; 8] = *b"\x89BRV\r\n\x1a\n";
 pub const END_MAGIC: [u8; 8] = *b"BRVINDEX";
@@ -238,17 +241,10 @@ impl Index {
                     .as_mut()
                     .and_then(|it| it.next())
                     .ok_or_else(|| Error::corrupt("more header tensors in the index than in the header"))?;
-                let wb = s.word_bits();
-                let (offset, nbytes) = (s.start, s.len());
+                let (wb, offset, nbytes) = (s.word_bits(), s.start, s.len());
                 (s.name, s.dtype.name().to_string(), s.shape, wb, offset, nbytes)
             } else {
-                let name =
-                    String::from_utf8(r.bytes()?.to_vec()).map_err(|_| Error::corrupt("tensor name is not UTF-8"))?;
-                let dtype = String::from_utf8(r.bytes()?.to_vec()).map_err(|_| Error::corrupt("dtype is not UTF-8"))?;
-                let ndim = r.len(r.remaining() as u64)?;
-                let shape = (0..ndim).map(|_| r.varint()).collect::<Result<Vec<_>>>()?;
-                let word_bits = r.len(64)? as u32;
-                (name, dtype, shape, word_bits, r.varint()?, r.varint()?)
+                read_placement(&mut r)?
             };
             if !matches!(word_bits, 8 | 16 | 32 | 64) {
                 return Err(Error::corrupt(format!("tensor {name:?}: bad word width")));
@@ -322,41 +318,15 @@ impl Index {
     }
 }
 
-/// Assembles an archive: header, payloads (in index order, as the index's chunk lengths say),
-/// meta, footer.
-pub fn write_archive(index: &Index, payloads: &[Vec<u8>]) -> Result<Vec<u8>> {
-    let tail = meta_and_footer(index)?;
-    let total: usize = payloads.iter().map(|p| p.len()).sum::<usize>();
-    let mut out = Vec::with_capacity(HEADER_LEN + total + tail.len());
-    out.extend_from_slice(&header());
-    for p in payloads {
-        out.extend_from_slice(p);
-    }
-    out.extend_from_slice(&tail);
-    Ok(out)
-}
-
-/// The 16-byte archive header of this format version.
-pub fn header() -> [u8; HEADER_LEN] {
-    let mut h = [0u8; HEADER_LEN];
-    h[..8].copy_from_slice(&MAGIC);
-    h[8..10].copy_from_slice(&VERSION.to_le_bytes());
-    h
-}
-
-/// What follows the payloads: the meta frame (index and residue) and the footer. A streaming
-/// writer writes the header, then the payloads as they are made, then this.
-pub fn meta_and_footer(index: &Index) -> Result<Vec<u8>> {
-    let mut meta_raw = Vec::new();
-    index.write(&mut meta_raw);
-    let mut out = zstd::bulk::Compressor::with_dictionary(META_LEVEL, META_DICT)?.compress(&meta_raw)?;
-    let meta_len = out.len() as u64;
-    let meta_hash = xxh3_64(&out);
-    out.extend_from_slice(&meta_len.to_le_bytes());
-    out.extend_from_slice(&(meta_raw.len() as u64).to_le_bytes());
-    out.extend_from_slice(&meta_hash.to_le_bytes());
-    out.extend_from_slice(&END_MAGIC);
-    Ok(out)
+/// The name, dtype, shape, word width and byte range of a tensor described by the index itself
+/// (not by the safetensors header).
+fn read_placement(r: &mut ByteReader) -> Result<(String, String, Vec<u64>, u32, u64, u64)> {
+    let name = String::from_utf8(r.bytes()?.to_vec()).map_err(|_| Error::corrupt("tensor name is not UTF-8"))?;
+    let dtype = String::from_utf8(r.bytes()?.to_vec()).map_err(|_| Error::corrupt("dtype is not UTF-8"))?;
+    let ndim = r.len(r.remaining() as u64)?;
+    let shape = (0..ndim).map(|_| r.varint()).collect::<Result<Vec<_>>>()?;
+    let word_bits = r.len(64)? as u32;
+    Ok((name, dtype, shape, word_bits, r.varint()?, r.varint()?))
 }
 
 /// Reads and validates the header, footer and meta block. `memory_limit` bounds the decoded meta.

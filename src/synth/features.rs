@@ -4,6 +4,19 @@
 
 use crate::tensor::DType;
 
+/// Elements per output channel: the product of the dimensions after the first, when the
+/// tensor has more than one channel. Scales differ most between channels, so the word one
+/// channel back is the best context for an exponent.
+pub fn channel_len(shape: &[u64]) -> Option<u64> {
+    match shape {
+        [c, rest @ ..] if *c > 1 && !rest.is_empty() => {
+            let l: u64 = rest.iter().product();
+            (l > 1).then_some(l)
+        }
+        _ => None,
+    }
+}
+
 /// What a tensor is for, as far as generic words in its name tell.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Role {

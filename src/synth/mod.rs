@@ -14,12 +14,9 @@
 
 pub mod features;
 pub mod grammar;
-#[doc(hidden)]
-pub mod legacy;
 pub mod prior;
 pub mod search;
 
-pub use legacy::candidates;
 pub use prior::Prior;
 
 use crate::dsl::build::*;
@@ -190,7 +187,7 @@ fn tensor_ctx(t: &TensorView, depth: usize, has_ref: bool) -> TensorCtx {
     let w = t.word_bits;
     let elems = t.bytes.len() / (w as usize / 8).max(1);
     let float = t.dtype.float_layout().filter(|(e, m)| 1 + e + m == w);
-    let channel = legacy::channel_len(t.shape);
+    let channel = features::channel_len(t.shape);
     let row = match t.shape {
         [.., r] if t.shape.len() >= 2 && *r > 1 && Some(*r) != channel => Some(*r),
         _ => None,
@@ -635,51 +632,5 @@ pub fn resolve_prior(
     })
 }
 
-/// Whether the search can build `program` for this tensor: every node is a production that
-/// applies to its hole (used by the tests to keep the first release's candidates reachable).
-#[doc(hidden)]
-pub fn derivable(t: &TensorView, program: &Node, depth: usize) -> bool {
-    let ty = Ty::u(t.word_bits);
-    let read = |b: &Bytes| b.read_all().ok().and_then(|b| Stream::from_le_bytes(ty, &b).ok());
-    let Some(whole) = read(&t.bytes) else { return false };
-    let reference = t.reference.as_ref().and_then(read);
-    let tctx = tensor_ctx(t, depth, reference.is_some());
-    fn walk(
-        t: &TensorCtx,
-        p: &Node,
-        parts: &[Stream],
-        idx: usize,
-        depth: usize,
-        parent: &str,
-        aligned: bool,
-        r: Option<&Stream>,
-    ) -> bool {
-        let hole = grammar::HoleView {
-            stream: &parts[idx],
-            siblings: &parts[..idx],
-            depth,
-            parent_label: parent,
-            aligned,
-            repeats: grammar::estimate(&parts[idx]).repeats(),
-        };
-        let prods = grammar::productions(t, &hole);
-        let Some(prod) =
-            prods.iter().find(|q| Node::leaf(q.op.clone()).to_bytes() == Node::leaf(p.op.clone()).to_bytes())
-        else {
-            return false;
-        };
-        match grammar::apply(prod, &hole, r) {
-            grammar::Outcome::Fail => false,
-            grammar::Outcome::Leaf(_) => p.children.is_empty(),
-            grammar::Outcome::Split(_, kids) => {
-                let is_dict = matches!(p.op, Op::Dict(_));
-                kids.len() == p.children.len()
-                    && p.children
-                        .iter()
-                        .enumerate()
-                        .all(|(i, c)| walk(t, c, &kids, i, depth + 1, &prod.label, aligned && !(is_dict && i == 0), r))
-            }
-        }
-    }
-    walk(&tctx, program, std::slice::from_ref(&whole), 0, 0, "", true, reference.as_ref())
-}
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,280 @@
+//! The decode side: an opened archive, random access to each tensor, and the whole file
+//! rebuilt in memory or written sequentially.
+
+use crate::container::{self, Index, TensorEntry};
+use crate::error::{Error, Result};
+use crate::reference::{self, Reference};
+use crate::source::Source;
+use crate::{dsl, work, DecodeOptions};
+use rayon::prelude::*;
+use xxhash_rust::xxh3::xxh3_64;
+
+/// An opened archive: its index, and random access to each tensor.
+pub struct Archive<'a> {
+    bytes: Source<'a>,
+    index: Index,
+    memory_limit: u64,
+    reference: Option<Reference<'a>>,
+}
+
+/// What the index says about one tensor: the stable public view of a [`TensorEntry`] (whose
+/// fields follow the format version), with its compressed size summed.
+#[derive(Clone, Debug)]
+pub struct TensorInfo<'a> {
+    pub name: &'a str,
+    pub dtype: &'a str,
+    pub shape: &'a [u64],
+    pub nbytes: u64,
+    pub compressed_bytes: u64,
+    pub chunks: usize,
+    pub program: &'a dsl::Node,
+}
+
+/// A piece of the original file, in file order: a span of the residue or one chunk.
+enum Piece {
+    /// Bytes `[start, end)` of the index's residue.
+    Residue(usize, usize),
+    /// Chunk `c` of tensor `t`, `len` bytes.
+    Chunk { t: usize, c: usize, len: usize },
+}
+
+impl<'a> Archive<'a> {
+    pub fn open(bytes: &'a [u8]) -> Result<Archive<'a>> {
+        Self::open_with_limit(bytes, DecodeOptions::default().memory_limit)
+    }
+
+    /// Opens an archive; `memory_limit` bounds what reading the index and decoding one tensor
+    /// may allocate.
+    pub fn open_with_limit(bytes: &'a [u8], memory_limit: u64) -> Result<Archive<'a>> {
+        Self::open_source(Source::Memory(bytes), memory_limit)
+    }
+
+    /// Opens an archive in memory or in a file (reading only its footer and index now).
+    pub fn open_source(bytes: Source<'a>, memory_limit: u64) -> Result<Archive<'a>> {
+        Ok(Archive { bytes, index: container::read_index_from(bytes, memory_limit)?, memory_limit, reference: None })
+    }
+
+    /// Supplies the reference the archive was made against (checked against its recorded identity).
+    pub fn set_reference(&mut self, r: Reference<'a>) -> Result<()> {
+        r.check(&self.index)?;
+        self.reference = Some(r);
+        Ok(())
+    }
+
+    /// Whether decoding needs a reference.
+    pub fn needs_reference(&self) -> bool {
+        self.index.reference.is_some()
+    }
+
+    /// Largest tensor [`Archive::decode_tensor`] may allocate, in bytes.
+    pub fn set_memory_limit(&mut self, bytes: u64) {
+        self.memory_limit = bytes;
+    }
+
+    pub fn index(&self) -> &Index {
+        &self.index
+    }
+
+    pub fn original_size(&self) -> u64 {
+        self.index.original_size
+    }
+
+    pub fn len(&self) -> usize {
+        self.index.tensors.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.index.tensors.is_empty()
+    }
+
+    pub fn info(&self, i: usize) -> Option<TensorInfo<'_>> {
+        let t = self.index.tensors.get(i)?;
+        Some(TensorInfo {
+            name: &t.name,
+            dtype: &t.dtype,
+            shape: &t.shape,
+            nbytes: t.nbytes,
+            compressed_bytes: t.compressed_len(),
+            chunks: t.chunks.len(),
+            program: &t.program,
+        })
+    }
+
+    pub fn find(&self, name: &str) -> Option<usize> {
+        self.index.tensors.iter().position(|t| t.name == name)
+    }
+
+    /// Decodes one tensor into `out`, which must be exactly its size; reads only its own chunks
+    /// (and those of a tensor it copies).
+    pub fn decode_tensor_into(&self, i: usize, out: &mut [u8]) -> Result<()> {
+        let t = self.index.tensors.get(i).ok_or_else(|| Error::invalid("no such tensor"))?;
+        if out.len() as u64 != t.nbytes {
+            return Err(Error::invalid(format!("buffer holds {} bytes; the tensor has {}", out.len(), t.nbytes)));
+        }
+        let wb = t.word_bytes() as usize;
+        let mut rest = out;
+        let mut parts = Vec::with_capacity(t.chunks.len());
+        for c in &t.chunks {
+            let (a, b) = rest.split_at_mut(c.elems as usize * wb);
+            parts.push(a);
+            rest = b;
+        }
+        parts.into_par_iter().enumerate().try_for_each(|(c, buf)| self.decode_chunk(i, c, buf))
+    }
+
+    pub fn decode_tensor(&self, i: usize) -> Result<Vec<u8>> {
+        let t = self.index.tensors.get(i).ok_or_else(|| Error::invalid("no such tensor"))?;
+        if t.nbytes > self.memory_limit {
+            return Err(Error::Limit(format!(
+                "tensor {:?} has {} bytes, above the memory limit of {} bytes",
+                t.name, t.nbytes, self.memory_limit
+            )));
+        }
+        let mut v = vec![0u8; t.nbytes as usize];
+        self.decode_tensor_into(i, &mut v)?;
+        Ok(v)
+    }
+
+    /// Rebuilds the whole original file.
+    pub fn decompress(&self, opts: &DecodeOptions) -> Result<Vec<u8>> {
+        let size = self.index.original_size;
+        if size > opts.memory_limit {
+            return Err(Error::Limit(format!(
+                "the original is {size} bytes, above the memory limit of {} bytes",
+                opts.memory_limit
+            )));
+        }
+        let mut out = vec![0u8; size as usize];
+        self.decompress_into(&mut out, opts)?;
+        Ok(out)
+    }
+
+    /// Rebuilds the whole original file into `out` (exactly its size): residue spans are
+    /// copied, then every chunk is decoded into its own part of `out`, in parallel.
+    pub fn decompress_into(&self, out: &mut [u8], opts: &DecodeOptions) -> Result<()> {
+        if out.len() as u64 != self.index.original_size {
+            return Err(Error::invalid("output buffer does not have the original size"));
+        }
+        let pieces = self.pieces()?;
+        let mut slices: Vec<(usize, usize, &mut [u8])> = Vec::new();
+        let mut rest: &mut [u8] = out;
+        for p in pieces {
+            match p {
+                Piece::Residue(a, b) => {
+                    let (part, r) = rest.split_at_mut(b - a);
+                    part.copy_from_slice(&self.index.residue[a..b]);
+                    rest = r;
+                }
+                Piece::Chunk { t, c, len } => {
+                    let (part, r) = rest.split_at_mut(len);
+                    slices.push((t, c, part));
+                    rest = r;
+                }
+            }
+        }
+        work::pool(opts.threads)?
+            .install(|| slices.into_par_iter().try_for_each(|(t, c, buf)| self.decode_chunk(t, c, buf)))?;
+        if opts.verify && xxh3_64(out) != self.index.original_hash {
+            return Err(Error::Checksum("whole file".into()));
+        }
+        Ok(())
+    }
+
+    /// Rebuilds the whole original file into `out`, sequentially: residue spans and chunks in
+    /// file order, decoding a batch of chunks at a time (as many as the threads and
+    /// `opts.memory_limit` allow). Returns the bytes written.
+    pub fn decompress_to(&self, out: &mut dyn std::io::Write, opts: &DecodeOptions) -> Result<u64> {
+        let pieces = self.pieces()?;
+        let pool = work::pool(opts.threads)?;
+        let batch = work::batch(self.index.chunk_bytes, opts.memory_limit, pool.current_num_threads());
+        let mut hash = xxhash_rust::xxh3::Xxh3::new();
+        let mut written = 0u64;
+        let mut emit = |b: &[u8]| -> Result<()> {
+            out.write_all(b)?;
+            if opts.verify {
+                hash.update(b);
+            }
+            written += b.len() as u64;
+            Ok(())
+        };
+        let mut k = 0;
+        while k < pieces.len() {
+            // Residue spans go out at once; then up to `batch` chunks are decoded together.
+            while let Some(Piece::Residue(a, b)) = pieces.get(k) {
+                emit(&self.index.residue[*a..*b])?;
+                k += 1;
+            }
+            let mut end = k;
+            while end < pieces.len() && end - k < batch && matches!(pieces[end], Piece::Chunk { .. }) {
+                end += 1;
+            }
+            let decoded: Vec<Vec<u8>> = pool.install(|| {
+                pieces[k..end]
+                    .par_iter()
+                    .map(|p| match *p {
+                        Piece::Chunk { t, c, len } => {
+                            let mut buf = vec![0u8; len];
+                            self.decode_chunk(t, c, &mut buf).map(|_| buf)
+                        }
+                        Piece::Residue(..) => Err(Error::invalid("a residue span among chunks")),
+                    })
+                    .collect::<Result<_>>()
+            })?;
+            for d in decoded {
+                emit(&d)?;
+            }
+            k = end;
+        }
+        out.flush()?;
+        if opts.verify && hash.digest() != self.index.original_hash {
+            return Err(Error::Checksum("whole file".into()));
+        }
+        Ok(written)
+    }
+
+    /// The pieces of the original in file order, once the archive can be decoded whole (a
+    /// reference it needs has been supplied).
+    fn pieces(&self) -> Result<Vec<Piece>> {
+        if self.reference.is_none() {
+            if let Some(e) = reference::missing(&self.index) {
+                return Err(e);
+            }
+        }
+        let mut pieces = Vec::new();
+        let mut rpos = 0usize;
+        let mut pos = 0u64;
+        let mut residue = |pieces: &mut Vec<Piece>, n: u64| {
+            if n > 0 {
+                pieces.push(Piece::Residue(rpos, rpos + n as usize));
+                rpos += n as usize;
+            }
+        };
+        for (t, te) in self.index.tensors.iter().enumerate() {
+            residue(&mut pieces, te.offset - pos);
+            for (c, ce) in te.chunks.iter().enumerate() {
+                pieces.push(Piece::Chunk { t, c, len: (ce.elems * te.word_bytes()) as usize });
+            }
+            pos = te.offset + te.nbytes;
+        }
+        residue(&mut pieces, self.index.original_size - pos);
+        Ok(pieces)
+    }
+
+    fn decode_chunk(&self, t: usize, c: usize, buf: &mut [u8]) -> Result<()> {
+        let refs = |te: &TensorEntry, c: usize| -> Result<dsl::Stream> {
+            let r = self.reference.as_ref().ok_or_else(|| {
+                reference::missing(&self.index)
+                    .unwrap_or_else(|| Error::corrupt("a tensor coded against a reference in an archive without one"))
+            })?;
+            let tr = te.reference.as_ref().ok_or_else(|| Error::corrupt("no reference tensor"))?;
+            let (_, bytes) =
+                r.tensor(&tr.name).ok_or_else(|| Error::invalid(format!("reference lacks {:?}", tr.name)))?;
+            let wb = te.word_bytes() as usize;
+            let start = c * te.chunk_elems as usize * wb;
+            let len = te.chunks[c].elems as usize * wb;
+            let part = bytes.get(start..start + len).ok_or_else(|| Error::invalid("reference tensor too short"))?;
+            dsl::Stream::from_le_bytes(dsl::Ty::u(te.word_bits), part)
+        };
+        container::decode_chunk(self.bytes, &self.index, t, c, buf, Some(&refs))
+    }
+}

@@ -1,0 +1,248 @@
+//! The compression pipeline, one function per phase:
+//!
+//! 1. [`plan::plan`]: the tensors and long byte regions of the input, in file order;
+//! 2. [`choose::duplicates`]: tensors identical to an earlier one become copies;
+//! 3. [`choose::prior`]: the production prior (learned from a sample by default);
+//! 4. [`choose::programs`]: one program per tensor (imposed, copy, or searched);
+//! 5. [`chunk_list`]: the chunks of every tensor, in index order;
+//! 6. [`encode`]: chunks coded a batch at a time and written as they come; a tensor whose
+//!    program (chosen on a sample) cannot code one of its chunks is rewritten as `raw`;
+//! 7. [`residue`]: every byte outside the tensors;
+//! 8. [`index`]: what the decoder needs, written with the footer by the container's writer.
+//!
+//! Passes over the input read it in windows (hashes, the generators' checks, the chooser's
+//! samples, then the chunks), so memory stays bounded whatever the file size.
+
+mod choose;
+pub(crate) mod plan;
+
+use crate::container::{self, ChunkEntry, Index, TensorEntry, Writer};
+use crate::dsl::{self, Node};
+use crate::error::{Error, Result};
+use crate::reference::Reference;
+use crate::source::{self, Source};
+use crate::{synth, work, Archive, DecodeOptions, Options};
+use choose::{chunk_elems, Chosen};
+use plan::Job;
+use rayon::prelude::*;
+use std::io::{Seek, Write};
+use xxhash_rust::xxh3::xxh3_64;
+
+/// A caller-supplied program for tensor `i` (None: let the chooser decide).
+pub type ProgramOverride<'a> = &'a (dyn Fn(usize, &synth::TensorView) -> Option<dsl::Node> + Sync);
+
+/// One chunk to code: (tensor, byte start, byte end) within the tensor.
+type Work = (usize, usize, usize);
+
+/// One coded chunk: its payload and the checksum of its original bytes (None for programs
+/// that read no payload).
+type Coded = (Vec<u8>, Option<u64>);
+
+/// Compresses `input` into `out` (from position 0) and returns the archive's length; `out` may
+/// hold stale bytes past it (a tensor recoded as `raw` is rewritten in place).
+pub(crate) fn compress_source<W: Write + Seek>(
+    input: Source,
+    opts: &Options,
+    forced: Option<ProgramOverride>,
+    refs: Option<&Reference>,
+    out: &mut W,
+) -> Result<u64> {
+    let jobs = plan::plan(input, refs, opts.memory_limit)?;
+    let dup_of = choose::duplicates(&jobs)?;
+    let prior = choose::prior(&jobs, &dup_of, opts)?;
+    let chosen = choose::programs(&jobs, &dup_of, forced, prior, opts)?;
+    let work = chunk_list(&jobs, opts);
+    let mut writer = Writer::start(out)?;
+    let (programs, chunks) = encode(&jobs, &chosen, &work, opts, &mut writer)?;
+    let residue = residue(input, &jobs)?;
+    let index = index(input, &jobs, &chosen, programs, chunks, residue, refs, opts)?;
+    writer.finish(&index)
+}
+
+/// [`compress_source`] into memory; imposed programs are then proven by decoding.
+pub(crate) fn compress_in_memory(
+    input: &[u8],
+    opts: &Options,
+    forced: Option<ProgramOverride>,
+    refs: Option<&Reference>,
+) -> Result<Vec<u8>> {
+    let mut out = std::io::Cursor::new(Vec::new());
+    let len = compress_source(Source::Memory(input), opts, forced, refs, &mut out)?;
+    let mut out = out.into_inner();
+    out.truncate(len as usize);
+    if forced.is_some() {
+        // Imposed programs are not checked by the chooser (generators, copies): decode to prove them.
+        let back = Archive::open(&out).and_then(|mut a| {
+            if let Some(r) = refs {
+                a.set_reference(Reference::new(r.original())?)?;
+            }
+            a.decompress(&DecodeOptions::default())
+        });
+        if !matches!(&back, Ok(b) if b == input) {
+            return Err(Error::invalid("an imposed program does not reproduce its tensor"));
+        }
+    }
+    Ok(out)
+}
+
+/// Learns a production prior from the tensors of `input` (what [`compress_source`] does by
+/// default before choosing programs).
+pub(crate) fn learn_prior(input: &[u8], opts: &Options) -> Result<synth::Prior> {
+    let jobs = plan::plan(Source::Memory(input), None, opts.memory_limit)?;
+    let views: Vec<synth::TensorView> = jobs.iter().map(|j| j.view()).collect();
+    synth::learn_prior(&views, &|i| synth::SearchOptions {
+        chunk_elems: chunk_elems(opts, jobs[i].word_bits) as usize,
+        sample_elems: opts.sample_elems,
+        depth: opts.depth,
+        ..synth::SearchOptions::new(0)
+    })
+}
+
+/// The chunks of every job, in index order.
+fn chunk_list(jobs: &[Job], opts: &Options) -> Vec<Work> {
+    let mut work = Vec::new();
+    for (i, j) in jobs.iter().enumerate() {
+        let step = chunk_elems(opts, j.word_bits) as usize * (j.word_bits / 8) as usize;
+        let mut s = 0;
+        while s < j.bytes.len() {
+            let e = (s + step).min(j.bytes.len());
+            work.push((i, s, e));
+            s = e;
+        }
+    }
+    work
+}
+
+/// Codes one chunk with `program`.
+fn encode_chunk(j: &Job, program: &Node, (_, s, e): Work) -> Result<Coded> {
+    let mut payload = Vec::new();
+    if !program.reads_payload() {
+        return Ok((payload, None));
+    }
+    let ty = dsl::Ty::u(j.word_bits);
+    let bytes = j.bytes.read(s, e)?;
+    let stream = dsl::Stream::from_le_bytes(ty, &bytes)?;
+    let reference = match (&j.reference, program.uses_reference()) {
+        (Some((_, rb)), true) => Some(dsl::Stream::from_le_bytes(ty, &rb.read(s, e)?)?),
+        _ => None,
+    };
+    program.encode_at(&stream, &[], reference.as_ref(), (s / (j.word_bits / 8) as usize) as u64, &mut payload)?;
+    Ok((payload, Some(xxh3_64(&bytes))))
+}
+
+/// Codes every chunk, a batch at a time, and writes them in index order. Returns each
+/// tensor's final program and chunk entries.
+fn encode<W: Write + Seek>(
+    jobs: &[Job],
+    chosen: &[Chosen],
+    work: &[Work],
+    opts: &Options,
+    writer: &mut Writer<W>,
+) -> Result<(Vec<Node>, Vec<Vec<ChunkEntry>>)> {
+    let batch = work::batch(opts.chunk_bytes as u64, opts.memory_limit, rayon::current_num_threads());
+    let mut programs: Vec<Node> = chosen.iter().map(|c| c.program.clone()).collect();
+    let mut chunks: Vec<Vec<ChunkEntry>> = vec![Vec::new(); jobs.len()];
+    let mut tensor_start = vec![writer.offset(); jobs.len()];
+    let mut recoded = vec![false; jobs.len()];
+    let put = |writer: &mut Writer<W>, chunks: &mut Vec<ChunkEntry>, w: Work, c: Coded| -> Result<()> {
+        let elems = ((w.2 - w.1) / (jobs[w.0].word_bits / 8) as usize) as u64;
+        chunks.push(writer.put(&c.0, elems, c.1)?);
+        Ok(())
+    };
+    for part in work.chunks(batch) {
+        let coded: Vec<Result<Coded>> = part.par_iter().map(|&w| encode_chunk(&jobs[w.0], &programs[w.0], w)).collect();
+        for (&w, c) in part.iter().zip(coded) {
+            let i = w.0;
+            if recoded[i] {
+                continue;
+            }
+            if w.1 == 0 {
+                tensor_start[i] = writer.offset();
+            }
+            match c {
+                Ok(c) => put(writer, &mut chunks[i], w, c)?,
+                // A chunk that the program chosen on a sample cannot code sends its whole tensor
+                // to `raw`: rewrite the tensor from its start.
+                Err(Error::Invalid(_)) if !chosen[i].fixed => {
+                    programs[i] = dsl::build::raw();
+                    recoded[i] = true;
+                    writer.rewind_to(tensor_start[i])?;
+                    chunks[i].clear();
+                    let mine: Vec<Work> = work.iter().copied().filter(|x| x.0 == i).collect();
+                    for again in mine.chunks(batch) {
+                        let coded: Vec<Result<Coded>> =
+                            again.par_iter().map(|&x| encode_chunk(&jobs[i], &programs[i], x)).collect();
+                        for (&x, c) in again.iter().zip(coded) {
+                            put(writer, &mut chunks[i], x, c?)?;
+                        }
+                    }
+                }
+                Err(Error::Invalid(_)) => {
+                    return Err(Error::invalid(format!("the program given for tensor {i} does not apply")))
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Ok((programs, chunks))
+}
+
+/// Every byte outside the jobs, in file order.
+fn residue(input: Source, jobs: &[Job]) -> Result<Vec<u8>> {
+    let mut residue = Vec::new();
+    let mut pos = 0u64;
+    for j in jobs {
+        residue.extend_from_slice(&input.read(pos, (j.offset - pos) as usize)?);
+        pos = j.offset + j.bytes.len() as u64;
+    }
+    residue.extend_from_slice(&input.read(pos, (input.len() - pos) as usize)?);
+    Ok(residue)
+}
+
+/// The archive's index.
+#[allow(clippy::too_many_arguments)]
+fn index(
+    input: Source,
+    jobs: &[Job],
+    chosen: &[Chosen],
+    programs: Vec<Node>,
+    chunks: Vec<Vec<ChunkEntry>>,
+    residue: Vec<u8>,
+    refs: Option<&Reference>,
+    opts: &Options,
+) -> Result<Index> {
+    let mut tensors = Vec::with_capacity(jobs.len());
+    for (((j, c), program), chunks) in jobs.iter().zip(chosen).zip(programs).zip(chunks) {
+        let reference = match (&j.reference, program.uses_reference()) {
+            (Some((name, rb)), true) => Some(container::TensorRef {
+                name: name.clone(),
+                hash: rb.xxh3_64(source::WINDOW)?,
+                standalone_estimate: c.standalone_estimate,
+            }),
+            _ => None,
+        };
+        tensors.push(TensorEntry {
+            name: j.name.clone(),
+            dtype: j.dtype.name().to_string(),
+            shape: j.shape.clone(),
+            word_bits: j.word_bits,
+            offset: j.offset,
+            nbytes: j.bytes.len() as u64,
+            program,
+            chunk_elems: chunk_elems(opts, j.word_bits),
+            chunks,
+            reference,
+            from_header: j.from_header,
+        });
+    }
+    let uses_ref = tensors.iter().any(|t| t.reference.is_some());
+    Ok(Index {
+        version: container::VERSION,
+        original_size: input.len(),
+        original_hash: input.all()?.xxh3_64(source::WINDOW)?,
+        reference: refs.filter(|_| uses_ref).map(|r| r.identity()),
+        chunk_bytes: opts.chunk_bytes as u64,
+        residue,
+        tensors,
+    })
+}

@@ -1,0 +1,143 @@
+//! The plan: what to compress, in file order. Tensors come from the safetensors header; byte
+//! regions between them that are too long for the residue (and the whole file when it is not
+//! safetensors) become byte-stream jobs.
+
+use crate::error::{Error, Result};
+use crate::reference::Reference;
+use crate::source::{self, Bytes, Source};
+use crate::synth::TensorView;
+use crate::tensor::{safetensors, DType};
+
+/// Gaps between tensors and trailing data up to this size stay in the residue (kept in the
+/// index's zstd frame); longer ones are coded as byte streams.
+const RESIDUE_MAX: u64 = 64 << 10;
+
+/// One entry of the plan: a tensor, or a byte region coded as a stream.
+///
+/// Why not a [`TensorView`]: the view is what the search may know of a tensor (borrowed, `Copy`,
+/// no placement); a job also owns its description (gaps have no header entry to borrow from)
+/// and carries what only the archive writer needs: its offset in the file, the name of its
+/// reference tensor and whether the header described it.
+pub(crate) struct Job<'a> {
+    pub name: String,
+    pub dtype: DType,
+    pub shape: Vec<u64>,
+    pub word_bits: u32,
+    pub offset: u64,
+    pub bytes: Bytes<'a>,
+    /// The matching tensor of the reference: its name and bytes.
+    pub reference: Option<(String, Bytes<'a>)>,
+    /// Described by the safetensors header (not a byte region between tensors).
+    pub from_header: bool,
+}
+
+impl<'a> Job<'a> {
+    /// What the search sees of this job.
+    pub fn view(&self) -> TensorView<'_> {
+        TensorView {
+            name: &self.name,
+            dtype: &self.dtype,
+            shape: &self.shape,
+            word_bits: self.word_bits,
+            bytes: self.bytes,
+            reference: self.reference.as_ref().map(|r| r.1),
+        }
+    }
+
+    fn region(input: Source<'a>, a: u64, b: u64) -> Result<Job<'a>> {
+        Ok(Job {
+            name: String::new(),
+            dtype: DType::Other(String::new()),
+            shape: vec![b - a],
+            word_bits: 8,
+            offset: a,
+            bytes: input.range(a, b)?,
+            reference: None,
+            from_header: false,
+        })
+    }
+}
+
+/// The tensors of `input` and the long byte regions between them, in file order.
+pub(crate) fn plan<'a>(input: Source<'a>, refs: Option<&'a Reference>, memory_limit: u64) -> Result<Vec<Job<'a>>> {
+    let (spans, header_end) = layout_of(input, memory_limit)?;
+    let content = refs.map(|r| r.content_index());
+    let mut jobs: Vec<Job> = Vec::with_capacity(spans.len() + 1);
+    // Bytes outside tensors go to the residue, except long gaps and trailing data (or a whole
+    // file that is not safetensors), which are coded as byte streams.
+    let gap = |jobs: &mut Vec<Job<'a>>, a: u64, b: u64| -> Result<()> {
+        if b - a > RESIDUE_MAX || (spans.is_empty() && b > a) {
+            jobs.push(Job::region(input, a, b)?);
+        }
+        Ok(())
+    };
+    // The length prefix and JSON header always stay in the residue: the index describes the
+    // header's tensors by reference to it.
+    let mut pos = if spans.is_empty() { 0 } else { header_end };
+    for s in &spans {
+        gap(&mut jobs, pos, s.start)?;
+        let bytes = input.range(s.start, s.end)?;
+        let reference = match (refs, &content) {
+            (Some(r), Some(content)) => matching(r, content, s, bytes)?,
+            _ => None,
+        };
+        jobs.push(Job {
+            word_bits: s.word_bits(),
+            bytes,
+            offset: s.start,
+            name: s.name.clone(),
+            dtype: s.dtype.clone(),
+            shape: s.shape.clone(),
+            reference,
+            from_header: true,
+        });
+        pos = s.end;
+    }
+    gap(&mut jobs, pos, input.len())?;
+    Ok(jobs)
+}
+
+/// The tensor of the reference that `s` may be coded against: the same name and layout, else
+/// identical content under another name.
+fn matching<'a>(
+    r: &'a Reference,
+    content: &std::collections::HashMap<(u64, u128), String>,
+    s: &safetensors::TensorSpan,
+    bytes: Bytes<'a>,
+) -> Result<Option<(String, Bytes<'a>)>> {
+    let by_name = r
+        .tensor(&s.name)
+        .filter(|(rs, _)| rs.len() == s.len() && rs.word_bits() == s.word_bits())
+        .map(|(_, b)| (s.name.clone(), Bytes::from(b)));
+    if by_name.is_some() {
+        return Ok(by_name);
+    }
+    Ok(content
+        .get(&(s.len(), bytes.xxh3_128(source::WINDOW)?))
+        .and_then(|name| r.tensor(name).map(|(_, b)| (name.clone(), Bytes::from(b)))))
+}
+
+/// The tensor spans of a safetensors file, read from its length prefix and JSON header only
+/// (empty when it is not a consistent safetensors file). A header larger than `memory_limit`
+/// is an error, unless it is clearly not JSON (then the file is a byte stream, as it would be
+/// anyway).
+fn layout_of(input: Source, memory_limit: u64) -> Result<(Vec<safetensors::TensorSpan>, u64)> {
+    let len = input.len();
+    if len < 8 {
+        return Ok((Vec::new(), 0));
+    }
+    let n = u64::from_le_bytes(input.read(0, 8)?[..].try_into().unwrap());
+    if n > safetensors::MAX_HEADER || 8 + n > len {
+        return Ok((Vec::new(), 0));
+    }
+    if 8 + n > memory_limit {
+        let head = input.read(8, (n as usize).min(4096))?;
+        if head.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+            return Ok((Vec::new(), 0));
+        }
+        return Err(Error::Limit(format!("a safetensors header of {n} bytes, above the memory limit")));
+    }
+    let prefix = input.read(0, 8 + n as usize)?;
+    let spans = safetensors::layout_from_prefix(&prefix, len).unwrap_or_default();
+    Ok((spans, 8 + n))
+}

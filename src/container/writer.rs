@@ -1,0 +1,89 @@
+//! Writing an archive: the header, the chunk payloads in index order as they are made, then
+//! the meta frame (index and residue) and the footer. A tensor can be rewritten from its start
+//! (the compressor's fall back to `raw`), so the output must be seekable.
+
+use super::{ChunkEntry, Index, END_MAGIC, HEADER_LEN, MAGIC, META_DICT, META_LEVEL, VERSION};
+use crate::error::Result;
+use std::io::{Seek, SeekFrom, Write};
+use xxhash_rust::xxh3::xxh3_64;
+
+/// The 16-byte archive header of this format version.
+pub fn header() -> [u8; HEADER_LEN] {
+    let mut h = [0u8; HEADER_LEN];
+    h[..8].copy_from_slice(&MAGIC);
+    h[8..10].copy_from_slice(&VERSION.to_le_bytes());
+    h
+}
+
+/// What follows the payloads: the meta frame (index and residue) and the footer.
+pub fn meta_and_footer(index: &Index) -> Result<Vec<u8>> {
+    let mut meta_raw = Vec::new();
+    index.write(&mut meta_raw);
+    let mut out = zstd::bulk::Compressor::with_dictionary(META_LEVEL, META_DICT)?.compress(&meta_raw)?;
+    let meta_len = out.len() as u64;
+    let meta_hash = xxh3_64(&out);
+    out.extend_from_slice(&meta_len.to_le_bytes());
+    out.extend_from_slice(&(meta_raw.len() as u64).to_le_bytes());
+    out.extend_from_slice(&meta_hash.to_le_bytes());
+    out.extend_from_slice(&END_MAGIC);
+    Ok(out)
+}
+
+/// Assembles an archive in memory: header, payloads (in index order, as the index's chunk
+/// lengths say), meta, footer.
+pub fn write_archive(index: &Index, payloads: &[Vec<u8>]) -> Result<Vec<u8>> {
+    let tail = meta_and_footer(index)?;
+    let total: usize = payloads.iter().map(|p| p.len()).sum::<usize>();
+    let mut out = Vec::with_capacity(HEADER_LEN + total + tail.len());
+    out.extend_from_slice(&header());
+    for p in payloads {
+        out.extend_from_slice(p);
+    }
+    out.extend_from_slice(&tail);
+    Ok(out)
+}
+
+/// A streaming archive writer over a seekable output, written from position 0.
+pub struct Writer<'w, W: Write + Seek> {
+    out: &'w mut W,
+    offset: u64,
+}
+
+impl<'w, W: Write + Seek> Writer<'w, W> {
+    /// Writes the header at the start of `out`.
+    pub fn start(out: &'w mut W) -> Result<Self> {
+        out.rewind()?;
+        out.write_all(&header())?;
+        Ok(Writer { out, offset: HEADER_LEN as u64 })
+    }
+
+    /// Where the next payload goes.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Appends one chunk's payload and returns its index entry.
+    pub fn put(&mut self, payload: &[u8], elems: u64, checksum: Option<u64>) -> Result<ChunkEntry> {
+        self.out.write_all(payload)?;
+        let entry = ChunkEntry { offset: self.offset, len: payload.len() as u64, elems, checksum };
+        self.offset += payload.len() as u64;
+        Ok(entry)
+    }
+
+    /// Goes back to `offset` (a tensor's start) to write its chunks again; what was written
+    /// past it is overwritten or left beyond the archive's end.
+    pub fn rewind_to(&mut self, offset: u64) -> Result<()> {
+        self.out.seek(SeekFrom::Start(offset))?;
+        self.offset = offset;
+        Ok(())
+    }
+
+    /// Writes the meta frame and the footer; returns the archive's length (the output may hold
+    /// stale bytes past it after a rewind).
+    pub fn finish(self, index: &Index) -> Result<u64> {
+        let tail = meta_and_footer(index)?;
+        self.out.write_all(&tail)?;
+        self.out.flush()?;
+        Ok(self.offset + tail.len() as u64)
+    }
+}

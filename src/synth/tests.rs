@@ -1,0 +1,224 @@
+//! The chooser of the first release, kept as a reference point: a fixed list of candidate
+//! programs per tensor. The search must be able to derive every one of them, so that its
+//! results are never worse than this list's on the same sample.
+
+use super::features::channel_len;
+use super::*;
+use crate::dsl::ops::maps::Map;
+
+/// Contexts worth trying for a symbol stream: none, the previous word, the word one channel back.
+fn heads(shape: &[u64]) -> Vec<Node> {
+    let mut v = vec![rans(), rans_prev()];
+    if let Some(c) = channel_len(shape) {
+        v.push(rans_back(c));
+    }
+    v
+}
+
+/// Leaves for the low mantissa bits: raw, or coded (they may be structured: constant,
+/// rounded, few values); wide ones as byte planes.
+fn low_leaves(lo: u32) -> Vec<Node> {
+    match lo {
+        0 => vec![raw()],
+        1..=16 => vec![raw(), rans()],
+        _ => {
+            let planes = lo.div_ceil(8) as usize;
+            vec![raw(), byteplanes(vec![rans(); planes])]
+        }
+    }
+}
+
+/// Programs for a float dtype with `e` exponent and `m` mantissa bits.
+fn float_candidates(e: u32, m: u32, w: u32, shape: &[u64]) -> Vec<Node> {
+    let ks: Vec<u32> = match w {
+        8 => (0..=m).collect(),
+        16 if e == 8 => vec![1, 2],
+        16 => vec![2, 3],
+        _ => vec![2],
+    };
+    let mut out = Vec::new();
+    for k in ks {
+        for head in heads(shape) {
+            for lo in low_leaves(m - k) {
+                out.push(fields(e, m, k, [head.clone(), raw(), lo]));
+            }
+        }
+    }
+    out
+}
+
+/// Byte planes of a `w`-bit word, most significant first; `ctx` gives each lower plane the
+/// plane above as context.
+fn planes_program(w: u32, first: Node, ctx: bool) -> Node {
+    let p = w.div_ceil(8) as usize;
+    byteplanes(
+        (0..p)
+            .map(|j| {
+                if j == 0 {
+                    first.clone()
+                } else if ctx {
+                    rans_side(j as u8 - 1)
+                } else {
+                    rans()
+                }
+            })
+            .collect(),
+    )
+}
+
+/// All candidate programs for a tensor (generators are handled by `choose`).
+fn candidates(t: &TensorView) -> Vec<Node> {
+    let w = t.word_bits;
+    let mut out = vec![raw()];
+    if w <= 16 {
+        out.push(rans());
+        out.push(rans_prev());
+    }
+    if let Some((e, m)) = t.dtype.float_layout() {
+        if 1 + e + m == w {
+            out.extend(float_candidates(e, m, w, t.shape));
+        }
+    }
+    if w >= 16 {
+        out.push(planes_program(w, rans(), false));
+        out.push(planes_program(w, rans(), true));
+        out.push(dict(raw(), rans()));
+        out.push(dict(raw(), rans_prev()));
+        if t.dtype.float_layout().is_none() {
+            // Integers: differences, zigzag, then planes.
+            out.push(delta(1, map(Map::ZigZag, planes_program(w, rans(), false))));
+        }
+    }
+    let level = if t.bytes.len() <= 1 << 20 { 19 } else { 9 };
+    out.push(zstd(level));
+    out
+}
+
+/// Programs that read the reference, for a tensor with a match in it.
+fn reference_candidates(t: &TensorView) -> Vec<Node> {
+    let w = t.word_bits;
+    let mut out = vec![copyref()];
+    if w <= 16 {
+        // How far a weight moves depends on its magnitude: condition on the reference's exponent.
+        let (shift, bits) = match t.dtype.float_layout() {
+            Some((e, m)) if 1 + e + m == w => (m as u8, e as u8),
+            _ => (w as u8 / 2, w as u8 / 2),
+        };
+        out.push(subref(rans_ref(shift, bits)));
+        out.push(subref(rans()));
+        out.push(xorref(rans_ref(shift, bits)));
+        out.push(xorref(rans()));
+    } else {
+        let (shift, bits) = match t.dtype.float_layout() {
+            Some((e, m)) if 1 + e + m == w && e <= 16 => (m as u8, e as u8),
+            _ => ((w - 8) as u8, 8),
+        };
+        let planes = |head: Node| {
+            let p = w.div_ceil(8) as usize;
+            byteplanes((0..p).map(|j| if j == 0 { head.clone() } else { rans_side(j as u8 - 1) }).collect())
+        };
+        out.push(subref(planes(rans_ref(shift, bits))));
+        out.push(xorref(planes(rans_ref(shift, bits))));
+    }
+    out
+}
+
+/// Whether the search can build `program` for this tensor: every node is a production that
+/// applies to its hole .
+fn derivable(t: &TensorView, program: &Node, depth: usize) -> bool {
+    let ty = Ty::u(t.word_bits);
+    let read = |b: &Bytes| b.read_all().ok().and_then(|b| Stream::from_le_bytes(ty, &b).ok());
+    let Some(whole) = read(&t.bytes) else { return false };
+    let reference = t.reference.as_ref().and_then(read);
+    let tctx = tensor_ctx(t, depth, reference.is_some());
+    fn walk(
+        t: &TensorCtx,
+        p: &Node,
+        parts: &[Stream],
+        idx: usize,
+        depth: usize,
+        parent: &str,
+        aligned: bool,
+        r: Option<&Stream>,
+    ) -> bool {
+        let hole = grammar::HoleView {
+            stream: &parts[idx],
+            siblings: &parts[..idx],
+            depth,
+            parent_label: parent,
+            aligned,
+            repeats: grammar::estimate(&parts[idx]).repeats(),
+        };
+        let prods = grammar::productions(t, &hole);
+        let Some(prod) =
+            prods.iter().find(|q| Node::leaf(q.op.clone()).to_bytes() == Node::leaf(p.op.clone()).to_bytes())
+        else {
+            return false;
+        };
+        match grammar::apply(prod, &hole, r) {
+            grammar::Outcome::Fail => false,
+            grammar::Outcome::Leaf(_) => p.children.is_empty(),
+            grammar::Outcome::Split(_, kids) => {
+                let is_dict = matches!(p.op, Op::Dict(_));
+                kids.len() == p.children.len()
+                    && p.children
+                        .iter()
+                        .enumerate()
+                        .all(|(i, c)| walk(t, c, &kids, i, depth + 1, &prod.label, aligned && !(is_dict && i == 0), r))
+            }
+        }
+    }
+    walk(&tctx, program, std::slice::from_ref(&whole), 0, 0, "", true, reference.as_ref())
+}
+
+/// Words of a dtype: a normal-ish float pattern for floats, small integers otherwise.
+fn data_for(dt: &DType, n: usize, seed: &mut u64) -> Vec<u8> {
+    let w = dt.bits().unwrap() as usize / 8;
+    let mut next = || {
+        *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        *seed >> 33
+    };
+    (0..n)
+        .flat_map(|_| {
+            let r = next();
+            let v: u64 = match dt.float_layout() {
+                // A sign, an exponent in a band below the bias, a random mantissa.
+                Some((e, m)) => {
+                    let bias = (1u64 << (e - 1)) - 1;
+                    ((r & 1) << (e + m)) | ((bias - 1 - (r >> 1) % 6) << m) | ((r >> 4) & ((1u64 << m) - 1))
+                }
+                None => r % 200,
+            };
+            v.to_le_bytes()[..w].to_vec()
+        })
+        .collect()
+}
+
+#[test]
+fn first_release_candidates_are_derivable() {
+    let mut seed = 3u64;
+    let cases: Vec<(DType, Vec<u64>)> = vec![
+        (DType::BF16, vec![64, 96]),
+        (DType::F16, vec![16, 8, 3, 3]),
+        (DType::F32, vec![48, 40]),
+        (DType::F8E4M3, vec![512]),
+        (DType::I64, vec![300]),
+        (DType::I32, vec![20, 30]),
+        (DType::U8, vec![1000]),
+    ];
+    for (dt, shape) in cases {
+        let n: u64 = shape.iter().product();
+        let data = data_for(&dt, n as usize, &mut seed);
+        let reference = data_for(&dt, n as usize, &mut seed);
+        let w = dt.bits().unwrap();
+        let mut t =
+            TensorView { name: "w", dtype: &dt, shape: &shape, word_bits: w, bytes: (&data).into(), reference: None };
+        for c in candidates(&t) {
+            assert!(derivable(&t, &c, DEFAULT_DEPTH), "{}: {c} is not derivable", dt.name());
+        }
+        t.reference = Some((&reference).into());
+        for c in reference_candidates(&t).into_iter().filter(|c| c.to_string() != "copyref") {
+            assert!(derivable(&t, &c, DEFAULT_DEPTH), "{}: {c} is not derivable", dt.name());
+        }
+    }
+}
