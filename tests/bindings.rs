@@ -1,18 +1,18 @@
 //! Runs the Go (`go test`), Java (JUnit 4 over JNA) and Python (unittest over ctypes) bindings'
-//! own tests against this build's libbrevis.so. Each skips with a message when its toolchain is
-//! missing; `.ci/run` installs them (Debian: golang-go, default-jdk-headless, libjna-java, junit4).
+//! own tests against this build's libbrevis.so. Each says SKIPPED when its toolchain is missing
+//! (a failure under `BREVIS_REQUIRE_ALL=1`); `.ci/run` installs them (Debian: golang-go, default-jdk-headless, libjna-java, junit4).
 
-mod ffi_support;
+mod support;
 
-use ffi_support::*;
 use std::path::Path;
 use std::process::Command;
+use support::skip;
+use support::tools::*;
 
 #[test]
 fn go_binding() {
     if !have("go", &["version"]) {
-        println!("SKIPPED: Go is not installed (apt-get install golang-go); the Go binding was not tested");
-        return;
+        return skip("Go is not installed (apt-get install golang-go); the Go binding was not tested");
     }
     let lib = lib_dir();
     let tmp = tempfile::tempdir().unwrap();
@@ -37,14 +37,13 @@ fn java_binding() {
     let jars = Path::new("/usr/share/java");
     let (jna, junit, hamcrest) = (jars.join("jna.jar"), jars.join("junit4.jar"), jars.join("hamcrest-core.jar"));
     if !have("javac", &["-version"]) || !jna.is_file() || !junit.is_file() || !hamcrest.is_file() {
-        println!(
-            "SKIPPED: javac, {}, {} or {} is missing (apt-get install default-jdk-headless libjna-java junit4); \
+        return skip(&format!(
+            "javac, {}, {} or {} is missing (apt-get install default-jdk-headless libjna-java junit4); \
              the Java binding was not tested",
             jna.display(),
             junit.display(),
             hamcrest.display()
-        );
-        return;
+        ));
     }
     let dir = root().join("bindings/java");
     let tmp = tempfile::tempdir().unwrap();
@@ -82,8 +81,7 @@ fn java_binding() {
 #[test]
 fn python_binding() {
     if !have("python3", &["--version"]) {
-        println!("SKIPPED: python3 is not installed; the Python binding was not tested");
-        return;
+        return skip("python3 is not installed; the Python binding was not tested");
     }
     let out = run(
         "python3 -m unittest",

@@ -2,15 +2,15 @@
 //! never an allocation the caller did not allow), and must never return anything but the
 //! original bytes.
 
-mod st_builder;
+mod support;
 
 use brevis::container::{self, Index};
 use brevis::dsl::build::*;
 use brevis::dsl::ops::maps::Map;
 use brevis::dsl::Node;
 use brevis::{Archive, DecodeOptions, Error, Options};
-use st_builder::*;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use support::st::*;
 use xxhash_rust::xxh3::xxh3_64;
 
 /// A ~20 KB safetensors file whose tensors exercise the main program kinds: float fields, a

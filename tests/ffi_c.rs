@@ -1,12 +1,15 @@
 //! The C API from C and C++: ctests/test_api.c linked against the static library and, through the
 //! pkg-config file, the shared one; the same program under valgrind; the C++ loader example
-//! (bindings/cpp/loader.cpp). Needs a C compiler (`cc`, or `$CC`); skips with a message without.
+//! (bindings/cpp/loader.cpp), its delta path against a reference included. Needs a C compiler
+//! (`cc`, or `$CC`), pkg-config, valgrind, a C++ compiler and nm: each test that lacks one says
+//! SKIPPED (a failure under `BREVIS_REQUIRE_ALL=1`).
 
-mod ffi_support;
+mod support;
 
-use ffi_support::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use support::skip;
+use support::tools::*;
 
 /// Link flags of the static library's own dependencies (as `rustc --print native-static-libs`).
 const STATIC_DEPS: &[&str] = &["-lpthread", "-ldl", "-lm", "-lrt", "-lutil", "-lgcc_s"];
@@ -16,7 +19,7 @@ fn cc() -> Option<String> {
     if have(&cc, &["--version"]) {
         Some(cc)
     } else {
-        println!("SKIPPED: no C compiler ({cc}); install gcc to run the C API tests");
+        skip(&format!("no C compiler ({cc}); install gcc to run the C API tests"));
         None
     }
 }
@@ -71,8 +74,7 @@ fn c_api_static_library() {
 fn c_api_shared_library_through_pkg_config() {
     let Some(cc) = cc() else { return };
     if !have("pkg-config", &["--version"]) {
-        println!("SKIPPED: pkg-config is not installed");
-        return;
+        return skip("pkg-config is not installed");
     }
     let tmp = tempfile::tempdir().unwrap();
     let prefix = tmp.path().join("prefix");
@@ -117,8 +119,7 @@ fn c_api_shared_library_through_pkg_config() {
 fn c_api_under_valgrind() {
     let Some(cc) = cc() else { return };
     if !have("valgrind", &["--version"]) {
-        println!("SKIPPED: valgrind is not installed (apt-get install valgrind); the C API ran without it");
-        return;
+        return skip("valgrind is not installed (apt-get install valgrind); the C API ran without it");
     }
     let lib = lib_dir();
     let tmp = tempfile::tempdir().unwrap();
@@ -151,8 +152,7 @@ fn c_api_under_valgrind() {
 fn cpp_loader_example() {
     let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
     if !have(&cxx, &["--version"]) {
-        println!("SKIPPED: no C++ compiler ({cxx})");
-        return;
+        return skip(&format!("no C++ compiler ({cxx})"));
     }
     let lib = lib_dir();
     let tmp = tempfile::tempdir().unwrap();
@@ -183,8 +183,7 @@ fn cpp_loader_example() {
 #[test]
 fn exported_symbols_are_prefixed() {
     if !have("nm", &["--version"]) {
-        println!("SKIPPED: nm is not installed");
-        return;
+        return skip("nm is not installed");
     }
     let out = run(
         "nm -D",

@@ -1,8 +1,8 @@
 //! The C entry points for reference-based compression, called as C would.
 
-mod st_builder;
+mod support;
 use brevis::ffi::*;
-use st_builder::*;
+use support::st::*;
 
 #[test]
 fn compress_and_decompress_with_ref_through_the_c_abi() {

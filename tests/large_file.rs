@@ -5,12 +5,12 @@
 //! archive the in-memory path writes, whatever the thread count.
 #![cfg(target_os = "linux")]
 
-mod st_builder;
+mod support;
 
-use st_builder::*;
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::Command;
+use support::st::*;
 
 const MIB: u64 = 1 << 20;
 /// The memory limit given to the CLI, and the peak RSS each child must stay under.
