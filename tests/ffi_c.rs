@@ -6,45 +6,9 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use support::skip;
 use support::tools::*;
-
-/// Link flags of the static library's own dependencies (as `rustc --print native-static-libs`).
-const STATIC_DEPS: &[&str] = &["-lpthread", "-ldl", "-lm", "-lrt", "-lutil", "-lgcc_s"];
-
-fn cc() -> Option<String> {
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    if have(&cc, &["--version"]) {
-        Some(cc)
-    } else {
-        skip(&format!("no C compiler ({cc}); install gcc to run the C API tests"));
-        None
-    }
-}
-
-fn c_flags() -> Vec<String> {
-    ["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-O1", "-g"].iter().map(|s| s.to_string()).collect()
-}
-
-fn test_api_source() -> PathBuf {
-    root().join("ctests/test_api.c")
-}
-
-/// Runs test_api on `file`; checks its closing line.
-fn run_test_api(what: &str, exe: &Path, file: &Path, tmp: &Path, extra: &[&str], wrapper: &[&str]) {
-    let mut cmd = if wrapper.is_empty() {
-        Command::new(exe)
-    } else {
-        let mut c = Command::new(wrapper[0]);
-        c.args(&wrapper[1..]).arg(exe);
-        c
-    };
-    cmd.arg(file).arg(tmp).args(extra);
-    let out = run(what, &mut cmd);
-    assert!(out.contains(" passed, 0 failed"), "{what}: {out}");
-}
 
 #[test]
 fn c_api_static_library() {
@@ -52,18 +16,7 @@ fn c_api_static_library() {
     let lib = lib_dir();
     let tmp = tempfile::tempdir().unwrap();
     let exe = tmp.path().join("test_api_static");
-    run(
-        "cc (static)",
-        Command::new(&cc)
-            .args(c_flags())
-            .arg("-I")
-            .arg(root().join("include"))
-            .arg(test_api_source())
-            .arg(lib.join("libbrevis.a"))
-            .args(STATIC_DEPS)
-            .arg("-o")
-            .arg(&exe),
-    );
+    build_test_api_static(&cc, &lib.join("libbrevis.a"), &exe);
     // The real checkpoint goes through the shared library (below); the static one gets the small file.
     let small = write(tmp.path(), "small.safetensors", &small_checkpoint());
     run_test_api("test_api static, small", &exe, &small, tmp.path(), &[], &[]);

@@ -1,6 +1,7 @@
 //! For the tests that drive the library from outside (C, C++, Go, Java, Python, child
 //! processes): where the built libraries are, running tools, a small checkpoint, peak RSS.
 
+use super::skip;
 use super::st::{file, tensor};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -52,6 +53,59 @@ pub fn run(what: &str, cmd: &mut Command) -> String {
     println!("--- {what} ({:.1} s): {:?}\n{stdout}{stderr}", t.elapsed().as_secs_f64(), cmd);
     assert!(out.status.success(), "{what} failed ({}):\n{stdout}\n{stderr}", out.status);
     stdout
+}
+
+/// Link flags of the static library's own dependencies (as `rustc --print native-static-libs`).
+pub const STATIC_DEPS: &[&str] = &["-lpthread", "-ldl", "-lm", "-lrt", "-lutil", "-lgcc_s"];
+
+/// The C compiler (`$CC`, else `cc`); None, after [`skip`], when there is none.
+pub fn cc() -> Option<String> {
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    if have(&cc, &["--version"]) {
+        Some(cc)
+    } else {
+        skip(&format!("no C compiler ({cc}); install gcc to run the C API tests"));
+        None
+    }
+}
+
+/// Strict C99: the header and the C tests must compile without a warning.
+pub fn c_flags() -> Vec<String> {
+    ["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-O1", "-g"].iter().map(|s| s.to_string()).collect()
+}
+
+pub fn test_api_source() -> PathBuf {
+    root().join("ctests/test_api.c")
+}
+
+/// Compiles ctests/test_api.c into `exe`, linked with the static library `lib` (libbrevis.a).
+pub fn build_test_api_static(cc: &str, lib: &Path, exe: &Path) {
+    run(
+        "cc (static)",
+        Command::new(cc)
+            .args(c_flags())
+            .arg("-I")
+            .arg(root().join("include"))
+            .arg(test_api_source())
+            .arg(lib)
+            .args(STATIC_DEPS)
+            .arg("-o")
+            .arg(exe),
+    );
+}
+
+/// Runs test_api on `file` (under `wrapper`, when not empty); checks its closing line.
+pub fn run_test_api(what: &str, exe: &Path, file: &Path, tmp: &Path, extra: &[&str], wrapper: &[&str]) {
+    let mut cmd = if wrapper.is_empty() {
+        Command::new(exe)
+    } else {
+        let mut c = Command::new(wrapper[0]);
+        c.args(&wrapper[1..]).arg(exe);
+        c
+    };
+    cmd.arg(file).arg(tmp).args(extra);
+    let out = run(what, &mut cmd);
+    assert!(out.contains(" passed, 0 failed"), "{what}: {out}");
 }
 
 /// Runs `cmd` as a child and returns its peak RSS in bytes (from `wait4`, for this child only);
