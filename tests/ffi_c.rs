@@ -100,7 +100,9 @@ fn c_api_under_valgrind() {
 }
 
 /// The llama.cpp-style loader: maps an archive, lists its tensors, decodes each into its own
-/// aligned buffer and compares it with the original safetensors file.
+/// aligned buffer and compares it with the original safetensors file; then its delta path
+/// (`--ref`): a fine-tuned copy of the fixture compressed against the fixture and restored with
+/// it, whose archive this library must also restore.
 #[test]
 fn cpp_loader_example() {
     let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
@@ -130,6 +132,15 @@ fn cpp_loader_example() {
         let out = run(&format!("loader, {name}"), Command::new(&exe).arg(&arc).arg(&orig));
         assert!(out.contains("all tensors match"), "{out}");
     }
+    let base = std::fs::read(fixture()).unwrap();
+    let tuned = nudged(&base);
+    let tuned_path = write(tmp.path(), "tuned.safetensors", &tuned);
+    let arc = tmp.path().join("tuned.brv");
+    let out = run("loader --ref", Command::new(&exe).arg("--ref").arg(fixture()).arg(&tuned_path).arg(&arc));
+    assert!(out.contains("reference round trip matches"), "{out}");
+    let archive = std::fs::read(&arc).unwrap();
+    assert!(brevis::Archive::open(&archive).unwrap().needs_reference());
+    assert!(brevis::decompress_with_ref(&archive, &base, &Default::default()).unwrap() == tuned);
 }
 
 /// Every symbol the shared library exports is `brevis_`-prefixed.
