@@ -123,6 +123,13 @@ func CompressBound(n int) int {
 
 // Compress compresses src (any file; safetensors gets a program per tensor).
 func Compress(src []byte, opts *Options) ([]byte, error) {
+	return compress("compress", src, opts, func(dst []byte, h *C.brevis_options, n *C.size_t) C.int {
+		return C.brevis_compress(ptr(src), C.size_t(len(src)), ptr(dst), C.size_t(len(dst)), h, n)
+	})
+}
+
+// compress lets call write an archive of src into a buffer of CompressBound bytes.
+func compress(op string, src []byte, opts *Options, call func(dst []byte, h *C.brevis_options, n *C.size_t) C.int) ([]byte, error) {
 	h, err := opts.handle()
 	if err != nil {
 		return nil, err
@@ -130,8 +137,7 @@ func Compress(src []byte, opts *Options) ([]byte, error) {
 	defer C.brevis_options_free(h)
 	dst := make([]byte, CompressBound(len(src)))
 	var n C.size_t
-	rc := C.brevis_compress(ptr(src), C.size_t(len(src)), ptr(dst), C.size_t(len(dst)), h, &n)
-	if err := check(rc, "compress"); err != nil {
+	if err := check(call(dst, h, &n), op); err != nil {
 		return nil, err
 	}
 	return dst[:n:n], nil
@@ -157,18 +163,9 @@ func Decompress(archive []byte, opts *Options) ([]byte, error) {
 // archive of one): tensors that match one of the reference (a fine-tune of its base) are coded
 // against it where that is smaller. Decompressing needs the same reference (DecompressWithRef).
 func CompressWithRef(src, ref []byte, opts *Options) ([]byte, error) {
-	h, err := opts.handle()
-	if err != nil {
-		return nil, err
-	}
-	defer C.brevis_options_free(h)
-	dst := make([]byte, CompressBound(len(src)))
-	var n C.size_t
-	rc := C.brevis_compress_with_ref(ptr(src), C.size_t(len(src)), ptr(ref), C.size_t(len(ref)), ptr(dst), C.size_t(len(dst)), h, &n)
-	if err := check(rc, "compress with reference"); err != nil {
-		return nil, err
-	}
-	return dst[:n:n], nil
+	return compress("compress with reference", src, opts, func(dst []byte, h *C.brevis_options, n *C.size_t) C.int {
+		return C.brevis_compress_with_ref(ptr(src), C.size_t(len(src)), ptr(ref), C.size_t(len(ref)), ptr(dst), C.size_t(len(dst)), h, n)
+	})
 }
 
 // DecompressWithRef restores an archive made by CompressWithRef, given the same reference; a
