@@ -1,16 +1,23 @@
 /* Tests of the C API, written against include/brevis.h only and linked with -lbrevis (static or
- * shared). Every entry point, and its error paths: NULL pointers, too-small buffers, truncated
- * and damaged archives, bad option keys and values, a panic inside the library.
+ * shared). Every entry point (tests/ffi_header.rs checks that each function the header declares is
+ * called here), and its error paths: NULL pointers, too-small buffers, truncated and damaged
+ * archives, bad option keys and values, memory limits, a panic inside the library.
  *
- *   test_api FILE TMPDIR [quick]
+ *   test_api FILE TMPDIR [quick] [release]
  *
  * FILE is any file (a safetensors checkpoint gets the most coverage); TMPDIR a writable folder
  * for the file helpers. "quick" skips the slow part (the tiny-chunk compression), for runs under
- * valgrind. Prints one line per failed check and "N passed, M failed"; exits non-zero on failure.
- * Built and run by tests/ffi_c.rs. */
+ * valgrind. "release" is for a library built by `cargo build --release`, which has no test hook:
+ * the hook's key must then be rejected, and the panic checks are left out. Prints one line per
+ * failed check and "N passed, M failed"; exits non-zero on failure. Built and run by
+ * tests/ffi_c.rs (and, with "release", by tests/ffi_release.rs). */
+
+/* opendir/readdir (POSIX) under -std=c99. */
+#define _POSIX_C_SOURCE 200809L
 
 #include <brevis.h>
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,7 +48,8 @@ static int passed, failed;
         }                                                                               \
     } while (0)
 
-/* Not in the header on purpose: the test-only key that makes the library panic. */
+/* Not in the header on purpose: the test-only key that makes the library panic. It exists only in
+ * the builds `cargo test` makes (the `test-hooks` feature); a release build rejects it. */
 #define TEST_PANIC_KEY ((brevis_option)0x7e570001)
 
 static unsigned char *read_file(const char *path, size_t *size) {
@@ -58,6 +66,47 @@ static unsigned char *read_file(const char *path, size_t *size) {
     fclose(f);
     *size = (size_t)n;
     return buf;
+}
+
+/* Whether `path` exists. */
+static int exists(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (f) fclose(f);
+    return f != NULL;
+}
+
+/* Entries of folder `dir` whose name starts with `prefix` (-1 if it cannot be read). */
+static int count_entries(const char *dir, const char *prefix) {
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+    closedir(d);
+    return n;
+}
+
+/* Whether the file at `path` holds exactly `data[0..n)`. */
+static int file_is(const char *path, const unsigned char *data, size_t n) {
+    size_t m = 0;
+    unsigned char *got = read_file(path, &m);
+    int same = got != NULL && m == n && memcmp(got, data, n) == 0;
+    free(got);
+    return same;
+}
+
+/* A fine-tuned copy of a checkpoint: the lowest bit of every 7th byte after the safetensors
+ * header flipped (from the start when `orig` is not safetensors). Caller frees. */
+static unsigned char *nudged(const unsigned char *orig, size_t n) {
+    size_t start = 0;
+    if (n >= 8) {
+        uint64_t h = 0;
+        for (int i = 7; i >= 0; i--) h = h << 8 | orig[i];
+        if (h <= n - 8) start = 8 + (size_t)h;
+    }
+    unsigned char *out = malloc(n);
+    memcpy(out, orig, n);
+    for (size_t i = start; i < n; i += 7) out[i] ^= 1;
+    return out;
 }
 
 static void test_version_and_errors(void) {
@@ -316,19 +365,184 @@ static void test_archive(const unsigned char *orig, size_t n, const unsigned cha
     free(bad);
 }
 
+/* Compression against a reference (the original) of a fine-tuned copy, and back. */
+static void test_reference(const unsigned char *orig, size_t n) {
+    unsigned char *tuned = nudged(orig, n);
+    size_t bound = brevis_compress_bound(n), size = 0, sentinel = 777;
+    unsigned char *arc = malloc(bound), *back = malloc(n);
+    EXPECT(BREVIS_OK, brevis_compress_with_ref(tuned, n, orig, n, arc, bound, NULL, &size));
+    CHECK(size > 0 && size <= bound);
+    size_t got = 0;
+    EXPECT(BREVIS_OK, brevis_decompress_with_ref(arc, size, orig, n, back, n, &got));
+    CHECK(got == n && memcmp(back, tuned, n) == 0);
+    brevis_options *o = brevis_options_new();
+    EXPECT(BREVIS_OK, brevis_options_set(o, BREVIS_OPTION_THREADS, 2));
+    EXPECT(BREVIS_OK, brevis_options_set(o, BREVIS_OPTION_VERIFY, 1));
+    memset(back, 0, n);
+    got = 0;
+    EXPECT(BREVIS_OK, brevis_decompress_with_ref_and_options(arc, size, orig, n, back, n, o, &got));
+    CHECK(got == n && memcmp(back, tuned, n) == 0);
+    EXPECT(BREVIS_OK, brevis_decompress_with_ref_and_options(arc, size, orig, n, back, n, NULL, &got));
+    /* Options of compression: the same archive with 1 thread as with the defaults. */
+    unsigned char *arc1 = malloc(bound);
+    size_t size1 = 0;
+    EXPECT(BREVIS_OK, brevis_options_set(o, BREVIS_OPTION_THREADS, 1));
+    EXPECT(BREVIS_OK, brevis_compress_with_ref(tuned, n, orig, n, arc1, bound, o, &size1));
+    CHECK(size1 == size && memcmp(arc1, arc, size) == 0);
+    free(arc1);
+
+    /* The memory limit bounds what reading the index may allocate. */
+    brevis_options *lim = brevis_options_new();
+    EXPECT(BREVIS_OK, brevis_options_set(lim, BREVIS_OPTION_MEMORY_LIMIT, 16));
+    EXPECT(BREVIS_ERROR_LIMIT, brevis_decompress_with_ref_and_options(arc, size, orig, n, back, n, lim, &sentinel));
+    brevis_options_free(lim);
+    /* Without the reference, or with another one: an error, nothing written. */
+    EXPECT(BREVIS_ERROR_INVALID_ARGUMENT, brevis_decompress(arc, size, back, n, &sentinel));
+    EXPECT(BREVIS_ERROR_INVALID_ARGUMENT, brevis_decompress_with_ref(arc, size, tuned, n, back, n, &sentinel));
+    EXPECT(BREVIS_ERROR_INVALID_ARGUMENT,
+           brevis_decompress_with_ref_and_options(arc, size, tuned, n, back, n, o, &sentinel));
+    EXPECT(BREVIS_ERROR_DST_TOO_SMALL, brevis_decompress_with_ref(arc, size, orig, n, back, n - 1, &sentinel));
+    EXPECT(BREVIS_ERROR_CORRUPT, brevis_decompress_with_ref(arc, size - 1, orig, n, back, n, &sentinel));
+    EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_decompress_with_ref(arc, size, NULL, n, back, n, &sentinel));
+    EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_decompress_with_ref(NULL, size, orig, n, back, n, &sentinel));
+    EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_decompress_with_ref(arc, size, orig, n, NULL, n, &sentinel));
+    EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_decompress_with_ref(arc, size, orig, n, back, n, NULL));
+    EXPECT(BREVIS_ERROR_NULL_POINTER,
+           brevis_decompress_with_ref_and_options(arc, size, NULL, n, back, n, o, &sentinel));
+    EXPECT(BREVIS_ERROR_NULL_POINTER,
+           brevis_decompress_with_ref_and_options(arc, size, orig, n, back, n, o, NULL));
+    EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_compress_with_ref(tuned, n, NULL, n, arc, bound, NULL, &sentinel));
+    EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_compress_with_ref(NULL, n, orig, n, arc, bound, NULL, &sentinel));
+    EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_compress_with_ref(tuned, n, orig, n, NULL, bound, NULL, &sentinel));
+    EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_compress_with_ref(tuned, n, orig, n, arc, bound, NULL, NULL));
+    EXPECT(BREVIS_ERROR_DST_TOO_SMALL, brevis_compress_with_ref(tuned, n, orig, n, arc, size - 1, NULL, &sentinel));
+    CHECK(sentinel == 777);
+    brevis_options_free(o);
+    free(back);
+    free(arc);
+    free(tuned);
+}
+
+/* Threads of this process whose name starts with `prefix` (-1 where /proc/self/task cannot be
+ * read: not Linux). */
+static int threads_named(const char *prefix) {
+    DIR *d = opendir("/proc/self/task");
+    if (!d) return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (e->d_name[0] == '.') continue;
+        char path[512], name[64] = {0};
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        n += fgets(name, sizeof name, f) != NULL && strncmp(name, prefix, strlen(prefix)) == 0;
+        fclose(f);
+    }
+    closedir(d);
+    return n;
+}
+
+/* An archive handle opened with settings: its memory limit and its own pool of threads. */
+static void test_archive_with_options(const unsigned char *orig, const unsigned char *arc, size_t size) {
+    brevis_archive *a = NULL, *sent = (brevis_archive *)&sent, *b = sent;
+    brevis_options *o = brevis_options_new();
+    EXPECT(BREVIS_OK, brevis_options_set(o, BREVIS_OPTION_THREADS, 3));
+    /* The handle's own pool: three threads named brevis-archive-N, running when the call returns
+     * (no other handle with a pool is open). */
+    CHECK(threads_named("brevis-archive") <= 0);
+    EXPECT(BREVIS_OK, brevis_archive_open_with_options(arc, size, o, &a));
+    int pool = threads_named("brevis-archive");
+    CHECK(pool == 3 || pool == -1);
+    size_t count = brevis_archive_tensor_count(a), largest = 0;
+    uint64_t largest_bytes = 0;
+    for (size_t i = 0; i < count; i++) {
+        brevis_tensor_info info;
+        EXPECT(BREVIS_OK, brevis_archive_tensor_info(a, i, &info));
+        unsigned char *buf = malloc(info.nbytes + 1);
+        EXPECT(BREVIS_OK, brevis_archive_decode_tensor(a, i, buf, info.nbytes));
+        CHECK(memcmp(buf, orig + info.offset, info.nbytes) == 0);
+        free(buf);
+        if (info.nbytes > largest_bytes) largest = i, largest_bytes = info.nbytes;
+    }
+    brevis_archive_free(a);
+
+    /* A memory limit below the largest tensor: that tensor fails with BREVIS_ERROR_LIMIT, the
+     * others decode. */
+    CHECK(largest_bytes > 1);
+    EXPECT(BREVIS_OK, brevis_options_set(o, BREVIS_OPTION_MEMORY_LIMIT, (int64_t)largest_bytes - 1));
+    EXPECT(BREVIS_OK, brevis_archive_open_with_options(arc, size, o, &a));
+    unsigned char *buf = malloc(largest_bytes);
+    EXPECT(BREVIS_ERROR_LIMIT, brevis_archive_decode_tensor(a, largest, buf, largest_bytes));
+    for (size_t i = 0; i < count; i++) {
+        brevis_tensor_info info;
+        EXPECT(BREVIS_OK, brevis_archive_tensor_info(a, i, &info));
+        if (info.nbytes < largest_bytes) EXPECT(BREVIS_OK, brevis_archive_decode_tensor(a, i, buf, info.nbytes));
+    }
+    free(buf);
+    brevis_archive_free(a);
+
+    /* A limit too small for the index: the archive does not open. */
+    EXPECT(BREVIS_OK, brevis_options_set(o, BREVIS_OPTION_MEMORY_LIMIT, 16));
+    EXPECT(BREVIS_ERROR_LIMIT, brevis_archive_open_with_options(arc, size, o, &b));
+    /* NULL options are the defaults; NULL pointers and damaged archives are errors. */
+    EXPECT(BREVIS_OK, brevis_archive_open_with_options(arc, size, NULL, &a));
+    CHECK(brevis_archive_tensor_count(a) == count);
+    brevis_archive_free(a);
+    EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_archive_open_with_options(NULL, size, o, &b));
+    EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_archive_open_with_options(arc, size, o, NULL));
+    EXPECT(BREVIS_ERROR_CORRUPT, brevis_archive_open_with_options(arc, size / 2, NULL, &b));
+    CHECK(b == sent);
+    brevis_options_free(o);
+}
+
 static void test_files(const char *path, const unsigned char *orig, size_t n, const char *tmp) {
-    char arc[4096], back[4096], missing[4096];
+    char arc[4096], back[4096], missing[4096], bad_arc[4096];
     snprintf(arc, sizeof arc, "%s/c-api.brv", tmp);
     snprintf(back, sizeof back, "%s/c-api.out", tmp);
     snprintf(missing, sizeof missing, "%s/does-not-exist/x", tmp);
+    snprintf(bad_arc, sizeof bad_arc, "%s/c-api-damaged.brv", tmp);
     brevis_options *o = brevis_options_new();
     EXPECT(BREVIS_OK, brevis_options_set(o, BREVIS_OPTION_THREADS, 1));
     EXPECT(BREVIS_OK, brevis_compress_file(path, arc, o));
+    CHECK(file_is(path, orig, n)); /* the input is never modified */
     EXPECT(BREVIS_OK, brevis_decompress_file(arc, back, NULL));
-    size_t m = 0;
-    unsigned char *got = read_file(back, &m);
-    CHECK(got != NULL && m == n && memcmp(got, orig, n) == 0);
-    free(got);
+    CHECK(file_is(back, orig, n));
+    /* The file's archive is the buffer's, and the settings are honoured: a memory limit below the
+     * file's size, two threads; the output streams to the file, so the limit does not refuse it. */
+    size_t bound = brevis_compress_bound(n), size = 0, m = 0;
+    unsigned char *buf = malloc(bound);
+    EXPECT(BREVIS_OK, brevis_compress(orig, n, buf, bound, NULL, &size));
+    brevis_options *lim = brevis_options_new();
+    EXPECT(BREVIS_OK, brevis_options_set(lim, BREVIS_OPTION_MEMORY_LIMIT, n > 1 ? (int64_t)n - 1 : 1));
+    EXPECT(BREVIS_OK, brevis_options_set(lim, BREVIS_OPTION_THREADS, 2));
+    EXPECT(BREVIS_OK, brevis_compress_file(path, arc, lim));
+    CHECK(file_is(arc, buf, size));
+    remove(back);
+    EXPECT(BREVIS_OK, brevis_decompress_file(arc, back, lim));
+    CHECK(file_is(back, orig, n));
+    /* A limit too small for the index: BREVIS_ERROR_LIMIT, and the existing output is unchanged. */
+    EXPECT(BREVIS_OK, brevis_options_set(lim, BREVIS_OPTION_MEMORY_LIMIT, 16));
+    EXPECT(BREVIS_ERROR_LIMIT, brevis_decompress_file(arc, back, lim));
+    CHECK(file_is(back, orig, n));
+    brevis_options_free(lim);
+
+    /* A damaged payload fails after part of the output was written: nothing is left behind. */
+    unsigned char *arc_bytes = read_file(arc, &m);
+    CHECK(arc_bytes != NULL && m == size);
+    if (arc_bytes != NULL && m > 64) {
+        arc_bytes[m / 3] ^= 0xff;
+        FILE *f = fopen(bad_arc, "wb");
+        CHECK(f != NULL && fwrite(arc_bytes, 1, m, f) == m);
+        if (f) fclose(f);
+        remove(back);
+        int rc = brevis_decompress_file(bad_arc, back, o);
+        CHECK(rc < 0 && rc != BREVIS_ERROR_PANIC);
+        CHECK(!exists(back));
+        remove(bad_arc);
+    }
+    free(arc_bytes);
+    free(buf);
+
     EXPECT(BREVIS_ERROR_IO, brevis_compress_file(missing, arc, o));
     EXPECT(BREVIS_ERROR_IO, brevis_compress_file(path, missing, o));
     EXPECT(BREVIS_ERROR_IO, brevis_decompress_file(missing, back, o));
@@ -337,19 +551,16 @@ static void test_files(const char *path, const unsigned char *orig, size_t n, co
     EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_compress_file(path, NULL, o));
     EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_decompress_file(NULL, back, o));
     EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_decompress_file(arc, NULL, o));
-    brevis_options *lim = brevis_options_new();
-    EXPECT(BREVIS_OK, brevis_options_set(lim, BREVIS_OPTION_MEMORY_LIMIT, n > 0 ? (int64_t)n - 1 : 0));
-    if (n > 0) EXPECT(BREVIS_ERROR_LIMIT, brevis_decompress_file(arc, back, lim));
-    brevis_options_free(lim);
+    CHECK(count_entries(tmp, ".brevis-") == 0); /* no temporary file left by any call */
     brevis_options_free(o);
     remove(arc);
     remove(back);
 }
 
 /* A panic inside the library (a worker thread, through the test-only key) is an error code. */
-static void test_panic(const unsigned char *orig, size_t n) {
-    fprintf(stderr, "test_api: the library's panic messages below are expected\n");
+static void test_panic(const char *path, const unsigned char *orig, size_t n, const char *tmp) {
     brevis_options *o = brevis_options_new();
+    fprintf(stderr, "test_api: the library's panic messages below are expected\n");
     EXPECT(BREVIS_ERROR_INVALID_ARGUMENT, brevis_options_set(o, TEST_PANIC_KEY, 2));
     EXPECT(BREVIS_OK, brevis_options_set(o, TEST_PANIC_KEY, 1));
     size_t bound = brevis_compress_bound(n), size = 777;
@@ -357,6 +568,17 @@ static void test_panic(const unsigned char *orig, size_t n) {
     EXPECT(BREVIS_ERROR_PANIC, brevis_compress(orig, n, arc, bound, o, &size));
     CHECK(size == 777);
     EXPECT(BREVIS_ERROR_PANIC, brevis_decompress_with_options(NULL, 0, arc, bound, o, &size));
+    EXPECT(BREVIS_ERROR_PANIC, brevis_compress_with_ref(orig, n, orig, n, arc, bound, o, &size));
+    EXPECT(BREVIS_ERROR_PANIC, brevis_decompress_with_ref_and_options(NULL, 0, orig, n, arc, bound, o, &size));
+    CHECK(size == 777);
+    brevis_archive *a = NULL;
+    EXPECT(BREVIS_ERROR_PANIC, brevis_archive_open_with_options(NULL, 0, o, &a));
+    CHECK(a == NULL);
+    char out[4096];
+    snprintf(out, sizeof out, "%s/c-api-panic.brv", tmp);
+    EXPECT(BREVIS_ERROR_PANIC, brevis_compress_file(path, out, o));
+    EXPECT(BREVIS_ERROR_PANIC, brevis_decompress_file(path, out, o));
+    CHECK(!exists(out) && count_entries(tmp, ".brevis-") == 0);
     /* The library still works afterwards. */
     EXPECT(BREVIS_OK, brevis_options_set(o, TEST_PANIC_KEY, 0));
     EXPECT(BREVIS_OK, brevis_compress(orig, n < 1000 ? n : 1000, arc, bound, o, &size));
@@ -366,10 +588,14 @@ static void test_panic(const unsigned char *orig, size_t n) {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: %s FILE TMPDIR [quick]\n", argv[0]);
+        fprintf(stderr, "usage: %s FILE TMPDIR [quick] [release]\n", argv[0]);
         return 2;
     }
-    int quick = argc > 3 && strcmp(argv[3], "quick") == 0;
+    int quick = 0, release = 0;
+    for (int i = 3; i < argc; i++) {
+        quick |= strcmp(argv[i], "quick") == 0;
+        release |= strcmp(argv[i], "release") == 0;
+    }
     size_t n = 0;
     unsigned char *orig = read_file(argv[1], &n);
     if (!orig || n < 2) {
@@ -381,8 +607,17 @@ int main(int argc, char **argv) {
     size_t size = 0;
     unsigned char *arc = test_buffers(orig, n, &size);
     test_archive(orig, n, arc, size);
+    test_archive_with_options(orig, arc, size);
+    test_reference(orig, n);
     test_files(argv[1], orig, n, argv[2]);
-    test_panic(orig, n);
+    if (release) {
+        /* No test hook in a release library: its key is unknown. */
+        brevis_options *o = brevis_options_new();
+        EXPECT(BREVIS_ERROR_INVALID_ARGUMENT, brevis_options_set(o, TEST_PANIC_KEY, 1));
+        brevis_options_free(o);
+    } else {
+        test_panic(argv[1], orig, n, argv[2]);
+    }
     if (!quick) test_bound_with_tiny_chunks();
     free(arc);
     free(orig);

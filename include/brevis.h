@@ -81,8 +81,9 @@ typedef enum {
  */
 typedef enum {
     /**
-     * Worker threads for compression and decompression; 0 (the default) uses every core.
-     * Range 0 to 1024.
+     * Worker threads for compression and decompression, and the size of the pool in which a
+     * handle of `brevis_archive_open_with_options` decodes tensors; 0 (the default) uses every
+     * core. Range 0 to 1024.
      */
     BREVIS_OPTION_THREADS = 1,
     /**
@@ -97,9 +98,15 @@ typedef enum {
      */
     BREVIS_OPTION_SAMPLE_ELEMS = 3,
     /**
-     * Memory limit of decompression, in bytes: bounds what reading an archive's index may
-     * allocate (`brevis_decompress_with_options`, `brevis_decompress_file`) and the output that
-     * `brevis_decompress_file` holds in memory. At least 0; default 2^40.
+     * Memory limit, in bytes. Decompression: bounds what reading an archive's index may
+     * allocate (every call that reads an archive), the largest tensor
+     * `brevis_archive_decode_tensor` decodes from a handle of `brevis_archive_open_with_options`,
+     * and the working memory of `brevis_decompress_file` (the chunks decoded at once: the output
+     * is streamed to the file, never held whole). Compression: the working memory to aim for
+     * (the chunks coded at once; `brevis_compress_file` reads the input in windows, whatever its
+     * size) and the largest safetensors header read. An index or a header above the limit fails
+     * with `BREVIS_ERROR_LIMIT`. At least 0; default 2^40 for decompression, 1073741824 (1 GiB)
+     * for compression.
      */
     BREVIS_OPTION_MEMORY_LIMIT = 4,
     /**
@@ -310,9 +317,31 @@ int brevis_decompress_with_ref(const uint8_t *src,
                                size_t *dst_size);
 
 /**
+ * `brevis_decompress_with_ref` with settings, as `brevis_decompress_with_options`:
+ * `BREVIS_OPTION_THREADS`, `BREVIS_OPTION_VERIFY`, and `BREVIS_OPTION_MEMORY_LIMIT` (which
+ * bounds what reading the archive's index may allocate; a limit too small for it fails with
+ * `BREVIS_ERROR_LIMIT`). `opts` NULL uses the defaults.
+ *
+ * # Safety
+ * As `brevis_decompress_with_ref`; `opts` NULL or a live handle.
+ */
+int brevis_decompress_with_ref_and_options(const uint8_t *src,
+                                           size_t src_size,
+                                           const uint8_t *reference,
+                                           size_t reference_size,
+                                           uint8_t *dst,
+                                           size_t dst_capacity,
+                                           const brevis_options *opts,
+                                           size_t *dst_size);
+
+/**
  * Compresses the file at `src_path` into a new archive at `dst_path` (replaced if it exists;
- * written to a temporary file in the same folder and renamed into place when complete).
- * `opts` NULL uses the defaults. The input must not be truncated by another process meanwhile.
+ * written to a temporary file in the same folder and renamed into place when complete; on error
+ * nothing is left behind and an existing `dst_path` is unchanged). The input is read in windows
+ * and the archive written as it is made: memory stays near `BREVIS_OPTION_MEMORY_LIMIT` (about
+ * `BREVIS_OPTION_THREADS` x `BREVIS_OPTION_CHUNK_BYTES` x 6 at most, plus the index) whatever
+ * the file size. The archive is the one `brevis_compress` makes of the same bytes. `opts` NULL
+ * uses the defaults. The input must not change meanwhile (a change of size is an error).
  *
  * # Safety
  * `src_path` and `dst_path` must be NUL-terminated strings, `opts` NULL or a live handle.
@@ -321,8 +350,11 @@ int brevis_compress_file(const char *src_path, const char *dst_path, const brevi
 
 /**
  * Decompresses the archive at `src_path` into `dst_path` (replaced if it exists; written to a
- * temporary file in the same folder and renamed into place when complete). `opts` NULL uses the
- * defaults; `BREVIS_OPTION_MEMORY_LIMIT` bounds the size of the output held in memory.
+ * temporary file in the same folder and renamed into place when complete, every checksum
+ * verified; on error nothing is left behind and an existing `dst_path` is unchanged). The
+ * original is written as it is decoded, a batch of chunks at a time: memory stays near
+ * `BREVIS_OPTION_MEMORY_LIMIT` (about `BREVIS_OPTION_THREADS` x chunk size x 6 at most, plus
+ * the index) whatever the file size. `opts` NULL uses the defaults.
  *
  * # Safety
  * `src_path` and `dst_path` must be NUL-terminated strings, `opts` NULL or a live handle.
@@ -332,12 +364,32 @@ int brevis_decompress_file(const char *src_path, const char *dst_path, const bre
 /**
  * Opens the archive `src[0..src_size)`, checking its header and index, and sets `*out` to a new
  * handle (free it with `brevis_archive_free`). The handle borrows `src`: it must stay valid and
- * unchanged until the handle is freed. No tensor data is decoded here.
+ * unchanged until the handle is freed. No tensor data is decoded here. The handle has the
+ * default settings (`brevis_archive_open_with_options` with NULL options).
  *
  * # Safety
  * `src` must be valid for `src_size` bytes until the handle is freed; `out` valid for a write.
  */
 int brevis_archive_open(const uint8_t *src, size_t src_size, brevis_archive **out);
+
+/**
+ * `brevis_archive_open` with settings, which the handle keeps: `BREVIS_OPTION_MEMORY_LIMIT`
+ * bounds what reading the index may allocate (`BREVIS_ERROR_LIMIT` here when it does not fit)
+ * and the largest tensor `brevis_archive_decode_tensor` decodes (`BREVIS_ERROR_LIMIT` there);
+ * `BREVIS_OPTION_THREADS` > 0 gives the handle its own pool of that many worker threads (named
+ * `brevis-archive-N`, all started before this call returns), in which every
+ * `brevis_archive_decode_tensor` call on it decodes; 0, the default, decodes in the library's
+ * shared pool (one thread per core). The pool's threads end at `brevis_archive_free`. Other
+ * keys do not apply. `opts` NULL uses the defaults; the handle keeps no pointer to it.
+ *
+ * # Safety
+ * `src` must be valid for `src_size` bytes until the handle is freed; `opts` NULL or a live
+ * handle; `out` valid for a write.
+ */
+int brevis_archive_open_with_options(const uint8_t *src,
+                                     size_t src_size,
+                                     const brevis_options *opts,
+                                     brevis_archive **out);
 
 /**
  * The number of tensors in the archive (0 for NULL).
@@ -368,7 +420,9 @@ int brevis_archive_find(const brevis_archive *a, const char *name, size_t *index
 /**
  * Decodes tensor `index` into `dst[0..nbytes)` (`nbytes` from `brevis_tensor_info`; a smaller
  * `dst_capacity` fails with `BREVIS_ERROR_DST_TOO_SMALL`), reading only that tensor's chunks
- * and checking each against its checksum. On error the contents of `dst` are unspecified.
+ * and checking each against its checksum. The chunks decode in parallel in the handle's pool
+ * (see `brevis_archive_open_with_options`); a tensor larger than the handle's memory limit
+ * fails with `BREVIS_ERROR_LIMIT`. On error the contents of `dst` are unspecified.
  *
  * # Safety
  * `a` must be NULL or a live handle, `dst` valid for `dst_capacity` bytes (NULL when it is 0).
@@ -379,7 +433,8 @@ int brevis_archive_decode_tensor(const brevis_archive *a, size_t index, uint8_t 
  * Releases an archive handle (not the bytes it borrows); NULL is a no-op.
  *
  * # Safety
- * `a` must be NULL or come from `brevis_archive_open`, and not be used afterwards.
+ * `a` must be NULL or come from `brevis_archive_open` or `brevis_archive_open_with_options`,
+ * and not be used afterwards.
  */
 void brevis_archive_free(brevis_archive *a);
 

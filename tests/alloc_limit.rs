@@ -6,17 +6,17 @@
 //! A `#[global_allocator]` is per binary, so this file is its own test binary; its tests take a
 //! lock so that only one measures at a time.
 
-mod st_builder;
+mod support;
 
 use brevis::coder::bitio::{put_varint, BitWriter};
 use brevis::container::{self, MAX_META_BYTES};
 use brevis::dsl::build::*;
 use brevis::dsl::{Node, Stream, Ty};
 use brevis::{Archive, DecodeOptions, Error};
-use st_builder::*;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Mutex;
+use support::st::*;
 use xxhash_rust::xxh3::xxh3_64;
 
 // ---------------------------------------------------------------------------------------------

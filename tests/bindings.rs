@@ -1,18 +1,21 @@
 //! Runs the Go (`go test`), Java (JUnit 4 over JNA) and Python (unittest over ctypes) bindings'
-//! own tests against this build's libbrevis.so. Each skips with a message when its toolchain is
-//! missing; `.ci/run` installs them (Debian: golang-go, default-jdk-headless, libjna-java, junit4).
+//! own tests against this build's libbrevis.so, and checks that each of their tests ran (the
+//! reference round trip included); the Python tests also hand back what the binding returned,
+//! which is checked here against the library. Each says SKIPPED when its toolchain is missing (a
+//! failure under `BREVIS_REQUIRE_ALL=1`); `.ci/run` installs them (Debian: golang-go,
+//! default-jdk-headless, libjna-java, junit4).
 
-mod ffi_support;
+mod support;
 
-use ffi_support::*;
 use std::path::Path;
 use std::process::Command;
+use support::skip;
+use support::tools::*;
 
 #[test]
 fn go_binding() {
     if !have("go", &["version"]) {
-        println!("SKIPPED: Go is not installed (apt-get install golang-go); the Go binding was not tested");
-        return;
+        return skip("Go is not installed (apt-get install golang-go); the Go binding was not tested");
     }
     let lib = lib_dir();
     let tmp = tempfile::tempdir().unwrap();
@@ -30,6 +33,15 @@ fn go_binding() {
             .env("BREVIS_FIXTURE", fixture()),
     );
     assert!(out.contains("\nok ") || out.starts_with("ok "), "{out}");
+    for test in [
+        "TestBytesRoundTrip",
+        "TestCheckpointAndArchive",
+        "TestErrors",
+        "TestReferenceRoundTrip",
+        "TestArchiveWithOptions",
+    ] {
+        assert!(out.contains(&format!("--- PASS: {test} ")), "{test} did not pass:\n{out}");
+    }
 }
 
 #[test]
@@ -37,14 +49,13 @@ fn java_binding() {
     let jars = Path::new("/usr/share/java");
     let (jna, junit, hamcrest) = (jars.join("jna.jar"), jars.join("junit4.jar"), jars.join("hamcrest-core.jar"));
     if !have("javac", &["-version"]) || !jna.is_file() || !junit.is_file() || !hamcrest.is_file() {
-        println!(
-            "SKIPPED: javac, {}, {} or {} is missing (apt-get install default-jdk-headless libjna-java junit4); \
+        return skip(&format!(
+            "javac, {}, {} or {} is missing (apt-get install default-jdk-headless libjna-java junit4); \
              the Java binding was not tested",
             jna.display(),
             junit.display(),
             hamcrest.display()
-        );
-        return;
+        ));
     }
     let dir = root().join("bindings/java");
     let tmp = tempfile::tempdir().unwrap();
@@ -76,23 +87,62 @@ fn java_binding() {
             .current_dir(&dir)
             .env("BREVIS_FIXTURE", fixture()),
     );
-    assert!(out.contains("OK ("), "{out}");
+    // Every @Test of BrevisTest ran (JUnit prints "OK (N tests)").
+    let tests =
+        std::fs::read_to_string(dir.join("src/test/java/org/brevis/BrevisTest.java")).unwrap().matches("@Test").count();
+    assert!(tests >= 7, "{tests}");
+    assert!(out.contains(&format!("OK ({tests} tests)")), "{out}");
 }
 
 #[test]
 fn python_binding() {
     if !have("python3", &["--version"]) {
-        println!("SKIPPED: python3 is not installed; the Python binding was not tested");
-        return;
+        return skip("python3 is not installed; the Python binding was not tested");
     }
-    let out = run(
-        "python3 -m unittest",
-        Command::new("python3")
-            .args(["-m", "unittest", "-v", "test_brevis"])
-            .current_dir(root().join("bindings/python"))
-            .env("PYTHONDONTWRITEBYTECODE", "1")
-            .env("BREVIS_LIBRARY", lib_dir().join("libbrevis.so"))
-            .env("BREVIS_FIXTURE", fixture()),
-    );
-    let _ = out;
+    let out_dir = tempfile::tempdir().unwrap();
+    let cmd = Command::new("python3")
+        .args(["-m", "unittest", "-v", "test_brevis"])
+        .current_dir(root().join("bindings/python"))
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("BREVIS_LIBRARY", lib_dir().join("libbrevis.so"))
+        .env("BREVIS_FIXTURE", fixture())
+        .env("BREVIS_TEST_OUT", out_dir.path())
+        .output()
+        .unwrap();
+    // unittest reports on stderr.
+    let report = String::from_utf8_lossy(&cmd.stderr);
+    println!("{}{report}", String::from_utf8_lossy(&cmd.stdout));
+    assert!(cmd.status.success(), "python3 -m unittest failed:\n{report}");
+    let tests = std::fs::read_to_string(root().join("bindings/python/test_brevis.py"))
+        .unwrap()
+        .matches("    def test_")
+        .count();
+    assert!(tests >= 8 && report.contains(&format!("Ran {tests} tests")) && report.contains("\nOK"), "{report}");
+    assert!(!report.contains("skipped"), "{report}");
+    check_python_outputs(out_dir.path());
+}
+
+/// What the Python binding returned, checked against the library: its archive of the fixture
+/// decodes to the fixture; its index listing is the archive's; its archive against a reference
+/// needs that reference and restores the fine-tuned checkpoint, which is what it decoded too.
+fn check_python_outputs(dir: &Path) {
+    let read =
+        |name: &str| std::fs::read(dir.join(name)).unwrap_or_else(|e| panic!("the Python tests wrote no {name}: {e}"));
+    let original = std::fs::read(fixture()).unwrap();
+    let archive = read("fixture.brv");
+    assert!(brevis::decompress(&archive).unwrap() == original, "the Python binding's archive");
+    let a = brevis::Archive::open(&archive).unwrap();
+    let listed: serde_json::Value = serde_json::from_slice(&read("tensors.json")).unwrap();
+    let want: Vec<serde_json::Value> = (0..a.len())
+        .map(|i| {
+            let t = a.info(i).unwrap();
+            serde_json::json!([t.name, t.dtype, t.shape, t.nbytes, a.index().tensors[i].offset])
+        })
+        .collect();
+    assert_eq!(listed, serde_json::Value::Array(want), "the Python binding's tensor list");
+    let tuned = nudged(&original);
+    let delta = read("tuned.brv");
+    assert!(brevis::Archive::open(&delta).unwrap().needs_reference());
+    assert!(brevis::decompress_with_ref(&delta, &original, &Default::default()).unwrap() == tuned);
+    assert!(read("tuned.out") == tuned, "the Python binding's decompress_with_ref");
 }

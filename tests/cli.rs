@@ -1,11 +1,11 @@
 //! The `brevis` binary, run in a temporary directory: output naming, refusing to overwrite,
 //! atomic output (nothing left behind on error), inspect, verify, and error reporting.
 
-mod st_builder;
+mod support;
 
-use st_builder::*;
 use std::path::Path;
 use std::process::{Command, Output};
+use support::st::*;
 
 fn brevis(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_brevis"))

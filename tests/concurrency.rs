@@ -1,8 +1,8 @@
 //! The library is thread-safe: `compress`, `decompress` and a shared `Archive` are used from many
 //! threads at once, each with its own options (no global state), and every result is identical.
 
-mod st_builder;
-use st_builder::*;
+mod support;
+use support::st::*;
 
 #[test]
 fn many_threads_at_once() {

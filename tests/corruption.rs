@@ -2,15 +2,15 @@
 //! never an allocation the caller did not allow), and must never return anything but the
 //! original bytes.
 
-mod st_builder;
+mod support;
 
 use brevis::container::{self, Index};
 use brevis::dsl::build::*;
 use brevis::dsl::ops::maps::Map;
 use brevis::dsl::Node;
 use brevis::{Archive, DecodeOptions, Error, Options};
-use st_builder::*;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use support::st::*;
 use xxhash_rust::xxh3::xxh3_64;
 
 /// A ~20 KB safetensors file whose tensors exercise the main program kinds: float fields, a
@@ -213,11 +213,12 @@ fn single_bit_flips_in_tensor_access_never_give_other_data() {
     assert!(bad.is_empty(), "{} failures, e.g. {:?}", bad.len(), &bad[..bad.len().min(8)]);
 }
 
-/// BUG (reported): a `copy` tensor has no chunk checksum (payload-free programs have none since
-/// the meta-frame format), and `chunk_stream` decodes the source tensor's chunk without checking
-/// the source's checksum, so `Archive::decode_tensor` of a copy returns damaged bytes, without an
-/// error, after a single bit flip in the source tensor's payload. (Whole-file decompression
-/// still fails, on the source chunk's own checksum.)
+/// Regression: a `copy` tensor has no chunk checksum (payload-free programs have none since the
+/// meta-frame format), and `chunk_stream` decoded the source tensor's chunk without checking the
+/// source's checksum, so `Archive::decode_tensor` of a copy returned damaged bytes, without an
+/// error, after a single bit flip in the source tensor's payload (whole-file decompression
+/// failed, on the source chunk's own checksum). Checked: after a bit flip in the payloads (every
+/// 5th bit), decoding a copy gives an error or its exact bytes, never other bytes nor a panic.
 #[test]
 fn single_bit_flips_in_copied_tensors_are_errors() {
     let bad = tensor_access_under_flips(is_copy);
@@ -436,10 +437,11 @@ fn forged_chunk_sizes_are_capped() {
     }
 }
 
-/// BUG (reported): the chunk list of a payload-free tensor (const, arange, copy) is built from
-/// `nbytes / chunk_elems`, which nothing in the index bounds: a tiny forged archive makes
+/// Regression: the chunk list of a payload-free tensor (const, arange, copy) is built from
+/// `nbytes / chunk_elems`, which nothing in the index bounded: a tiny forged archive made
 /// `Archive::open` allocate one `ChunkEntry` per chunk, whatever the memory limit (here 4M
-/// entries, ~160 MB; with `nbytes` near 2^62 the process runs out of memory).
+/// entries, ~160 MB; with `nbytes` near 2^62 the process ran out of memory). Checked: opening
+/// such an archive within a memory limit fails instead of allocating past it.
 #[test]
 fn forged_chunk_counts_are_bounded_by_the_memory_limit() {
     let (_, archive) = one_constant();

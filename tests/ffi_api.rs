@@ -3,10 +3,18 @@
 
 use brevis::ffi::*;
 use std::ffi::{c_int, CStr};
+use std::path::Path;
 use std::ptr::{null, null_mut};
 
 fn checkpoint() -> Vec<u8> {
     std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/silero_vad_16k.safetensors")).unwrap()
+}
+
+/// The test-only option key (src/ffi/options.rs), in the builds `cargo test` makes only.
+const TEST_PANIC_KEY: c_int = 0x7e57_0001;
+
+fn set(o: *mut brevis_options, key: brevis_option, value: i64) {
+    assert_eq!(unsafe { brevis_options_set(o, BrevisOptionKey(key as c_int), value) }, BREVIS_OK);
 }
 
 fn compress(src: &[u8], opts: *const brevis_options) -> Result<Vec<u8>, c_int> {
@@ -33,9 +41,94 @@ fn a_panic_inside_the_library_is_an_error_code() {
     assert_eq!(n, 12345, "out-pointers are written only on success");
     let msg = unsafe { CStr::from_ptr(brevis_error_string(rc)) };
     assert!(msg.to_str().unwrap().contains("panic"));
+    // Every entry point that takes settings: the panic is an error code, no output is written.
+    let mut a = std::ptr::null_mut();
+    assert_eq!(unsafe { brevis_archive_open_with_options(dst.as_ptr(), dst.len(), o, &mut a) }, BREVIS_ERROR_PANIC);
+    assert!(a.is_null());
+    let mut out = [0u8; 64];
+    let rc = unsafe {
+        brevis_decompress_with_ref_and_options(
+            src.as_ptr(),
+            src.len(),
+            src.as_ptr(),
+            src.len(),
+            out.as_mut_ptr(),
+            out.len(),
+            o,
+            &mut n,
+        )
+    };
+    assert_eq!((rc, n), (BREVIS_ERROR_PANIC, 12345));
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    std::fs::write(&input, src).unwrap();
+    let (input_c, out_c) = (c_path(&input), c_path(&dir.path().join("out")));
+    assert_eq!(unsafe { brevis_compress_file(input_c.as_ptr(), out_c.as_ptr(), o) }, BREVIS_ERROR_PANIC);
+    assert_eq!(unsafe { brevis_decompress_file(input_c.as_ptr(), out_c.as_ptr(), o) }, BREVIS_ERROR_PANIC);
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "only the input is left");
     // The library is usable afterwards.
     assert_eq!(unsafe { brevis_options_set(o, BrevisOptionKey(TEST_PANIC_KEY), 0) }, BREVIS_OK);
     assert!(compress(src, o).is_ok());
+    unsafe { brevis_options_free(o) };
+}
+
+fn c_path(p: &Path) -> std::ffi::CString {
+    std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap()
+}
+
+/// Threads of this process whose name starts with `prefix` (from /proc/self/task).
+fn threads_named(prefix: &str) -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .flatten()
+        .filter(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.starts_with(prefix)))
+        .count()
+}
+
+/// `brevis_archive_open_with_options`: the handle decodes in its own pool of
+/// `BREVIS_OPTION_THREADS` threads, which end with it, and refuses tensors above
+/// `BREVIS_OPTION_MEMORY_LIMIT` (no other test of this file opens a handle with threads).
+#[test]
+#[cfg(target_os = "linux")]
+fn an_archive_opened_with_options_has_its_own_pool_and_memory_limit() {
+    let orig = checkpoint();
+    let arc = compress(&orig, null()).unwrap();
+    let want = brevis::Archive::open(&arc).unwrap();
+    let largest = (0..want.len()).max_by_key(|&i| want.info(i).unwrap().nbytes).unwrap();
+    let largest_bytes = want.info(largest).unwrap().nbytes;
+    let o = brevis_options_new();
+    set(o, brevis_option::BREVIS_OPTION_THREADS, 3);
+    assert_eq!(threads_named("brevis-archive"), 0);
+    let mut a = null_mut();
+    assert_eq!(unsafe { brevis_archive_open_with_options(arc.as_ptr(), arc.len(), o, &mut a) }, BREVIS_OK);
+    assert_eq!(threads_named("brevis-archive"), 3, "the handle's pool");
+    for i in 0..want.len() {
+        let mut buf = vec![0u8; want.info(i).unwrap().nbytes as usize];
+        assert_eq!(unsafe { brevis_archive_decode_tensor(a, i, buf.as_mut_ptr(), buf.len()) }, BREVIS_OK);
+        assert!(buf == want.decode_tensor(i).unwrap(), "tensor {i}");
+    }
+    unsafe { brevis_archive_free(a) };
+    let t = std::time::Instant::now();
+    while threads_named("brevis-archive") > 0 {
+        assert!(t.elapsed().as_secs() < 30, "the pool's threads outlived the handle");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+
+    // A memory limit one byte below the largest tensor: that one is refused, the others decode.
+    set(o, brevis_option::BREVIS_OPTION_MEMORY_LIMIT, largest_bytes as i64 - 1);
+    assert_eq!(unsafe { brevis_archive_open_with_options(arc.as_ptr(), arc.len(), o, &mut a) }, BREVIS_OK);
+    let mut buf = vec![0u8; largest_bytes as usize];
+    let rc = unsafe { brevis_archive_decode_tensor(a, largest, buf.as_mut_ptr(), buf.len()) };
+    assert_eq!(rc, BREVIS_ERROR_LIMIT);
+    for i in (0..want.len()).filter(|&i| want.info(i).unwrap().nbytes < largest_bytes) {
+        assert_eq!(unsafe { brevis_archive_decode_tensor(a, i, buf.as_mut_ptr(), buf.len()) }, BREVIS_OK);
+    }
+    unsafe { brevis_archive_free(a) };
+    // Too small for the index: it does not open, and `*out` is untouched.
+    set(o, brevis_option::BREVIS_OPTION_MEMORY_LIMIT, 16);
+    let mut b = 7usize as *mut brevis_archive;
+    assert_eq!(unsafe { brevis_archive_open_with_options(arc.as_ptr(), arc.len(), o, &mut b) }, BREVIS_ERROR_LIMIT);
+    assert_eq!(b as usize, 7);
     unsafe { brevis_options_free(o) };
 }
 

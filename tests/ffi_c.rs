@@ -1,47 +1,14 @@
 //! The C API from C and C++: ctests/test_api.c linked against the static library and, through the
 //! pkg-config file, the shared one; the same program under valgrind; the C++ loader example
-//! (bindings/cpp/loader.cpp). Needs a C compiler (`cc`, or `$CC`); skips with a message without.
+//! (bindings/cpp/loader.cpp), its delta path against a reference included. Needs a C compiler
+//! (`cc`, or `$CC`), pkg-config, valgrind, a C++ compiler and nm: each test that lacks one says
+//! SKIPPED (a failure under `BREVIS_REQUIRE_ALL=1`).
 
-mod ffi_support;
+mod support;
 
-use ffi_support::*;
-use std::path::{Path, PathBuf};
 use std::process::Command;
-
-/// Link flags of the static library's own dependencies (as `rustc --print native-static-libs`).
-const STATIC_DEPS: &[&str] = &["-lpthread", "-ldl", "-lm", "-lrt", "-lutil", "-lgcc_s"];
-
-fn cc() -> Option<String> {
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    if have(&cc, &["--version"]) {
-        Some(cc)
-    } else {
-        println!("SKIPPED: no C compiler ({cc}); install gcc to run the C API tests");
-        None
-    }
-}
-
-fn c_flags() -> Vec<String> {
-    ["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-O1", "-g"].iter().map(|s| s.to_string()).collect()
-}
-
-fn test_api_source() -> PathBuf {
-    root().join("ctests/test_api.c")
-}
-
-/// Runs test_api on `file`; checks its closing line.
-fn run_test_api(what: &str, exe: &Path, file: &Path, tmp: &Path, extra: &[&str], wrapper: &[&str]) {
-    let mut cmd = if wrapper.is_empty() {
-        Command::new(exe)
-    } else {
-        let mut c = Command::new(wrapper[0]);
-        c.args(&wrapper[1..]).arg(exe);
-        c
-    };
-    cmd.arg(file).arg(tmp).args(extra);
-    let out = run(what, &mut cmd);
-    assert!(out.contains(" passed, 0 failed"), "{what}: {out}");
-}
+use support::skip;
+use support::tools::*;
 
 #[test]
 fn c_api_static_library() {
@@ -49,18 +16,7 @@ fn c_api_static_library() {
     let lib = lib_dir();
     let tmp = tempfile::tempdir().unwrap();
     let exe = tmp.path().join("test_api_static");
-    run(
-        "cc (static)",
-        Command::new(&cc)
-            .args(c_flags())
-            .arg("-I")
-            .arg(root().join("include"))
-            .arg(test_api_source())
-            .arg(lib.join("libbrevis.a"))
-            .args(STATIC_DEPS)
-            .arg("-o")
-            .arg(&exe),
-    );
+    build_test_api_static(&cc, &lib.join("libbrevis.a"), &exe);
     // The real checkpoint goes through the shared library (below); the static one gets the small file.
     let small = write(tmp.path(), "small.safetensors", &small_checkpoint());
     run_test_api("test_api static, small", &exe, &small, tmp.path(), &[], &[]);
@@ -71,8 +27,7 @@ fn c_api_static_library() {
 fn c_api_shared_library_through_pkg_config() {
     let Some(cc) = cc() else { return };
     if !have("pkg-config", &["--version"]) {
-        println!("SKIPPED: pkg-config is not installed");
-        return;
+        return skip("pkg-config is not installed");
     }
     let tmp = tempfile::tempdir().unwrap();
     let prefix = tmp.path().join("prefix");
@@ -117,8 +72,7 @@ fn c_api_shared_library_through_pkg_config() {
 fn c_api_under_valgrind() {
     let Some(cc) = cc() else { return };
     if !have("valgrind", &["--version"]) {
-        println!("SKIPPED: valgrind is not installed (apt-get install valgrind); the C API ran without it");
-        return;
+        return skip("valgrind is not installed (apt-get install valgrind); the C API ran without it");
     }
     let lib = lib_dir();
     let tmp = tempfile::tempdir().unwrap();
@@ -146,13 +100,14 @@ fn c_api_under_valgrind() {
 }
 
 /// The llama.cpp-style loader: maps an archive, lists its tensors, decodes each into its own
-/// aligned buffer and compares it with the original safetensors file.
+/// aligned buffer and compares it with the original safetensors file; then its delta path
+/// (`--ref`): a fine-tuned copy of the fixture compressed against the fixture and restored with
+/// it, whose archive this library must also restore.
 #[test]
 fn cpp_loader_example() {
     let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
     if !have(&cxx, &["--version"]) {
-        println!("SKIPPED: no C++ compiler ({cxx})");
-        return;
+        return skip(&format!("no C++ compiler ({cxx})"));
     }
     let lib = lib_dir();
     let tmp = tempfile::tempdir().unwrap();
@@ -177,14 +132,22 @@ fn cpp_loader_example() {
         let out = run(&format!("loader, {name}"), Command::new(&exe).arg(&arc).arg(&orig));
         assert!(out.contains("all tensors match"), "{out}");
     }
+    let base = std::fs::read(fixture()).unwrap();
+    let tuned = nudged(&base);
+    let tuned_path = write(tmp.path(), "tuned.safetensors", &tuned);
+    let arc = tmp.path().join("tuned.brv");
+    let out = run("loader --ref", Command::new(&exe).arg("--ref").arg(fixture()).arg(&tuned_path).arg(&arc));
+    assert!(out.contains("reference round trip matches"), "{out}");
+    let archive = std::fs::read(&arc).unwrap();
+    assert!(brevis::Archive::open(&archive).unwrap().needs_reference());
+    assert!(brevis::decompress_with_ref(&archive, &base, &Default::default()).unwrap() == tuned);
 }
 
 /// Every symbol the shared library exports is `brevis_`-prefixed.
 #[test]
 fn exported_symbols_are_prefixed() {
     if !have("nm", &["--version"]) {
-        println!("SKIPPED: nm is not installed");
-        return;
+        return skip("nm is not installed");
     }
     let out = run(
         "nm -D",

@@ -119,6 +119,8 @@ fn header_names_and_signatures() {
         "int brevis_compress(const uint8_t *src, size_t src_size, uint8_t *dst, size_t dst_capacity, const brevis_options *opts, size_t *dst_size);",
         "int brevis_decompress(const uint8_t *src, size_t src_size, uint8_t *dst, size_t dst_capacity, size_t *dst_size);",
         "int brevis_archive_decode_tensor(const brevis_archive *a, size_t index, uint8_t *dst, size_t dst_capacity);",
+        "int brevis_archive_open_with_options(const uint8_t *src, size_t src_size, const brevis_options *opts, brevis_archive **out);",
+        "int brevis_decompress_with_ref_and_options(const uint8_t *src, size_t src_size, const uint8_t *reference, size_t reference_size, uint8_t *dst, size_t dst_capacity, const brevis_options *opts, size_t *dst_size);",
     ] {
         assert!(squashed.contains(sig), "missing: {sig}");
     }
@@ -137,11 +139,73 @@ fn header_names_and_signatures() {
             let name = rest.trim_end_matches(';').split_whitespace().last().unwrap();
             assert!(name.starts_with("brevis_"), "{line}");
         }
-        // A declaration starts at column 0: `int brevis_x(...`.
-        let decl = !line.starts_with([' ', '#', '/', '*', '}']) && !line.starts_with("typedef");
-        if let (true, Some(open)) = (decl, line.find('(')) {
-            let name = line[..open].rsplit([' ', '*']).next().unwrap();
-            assert!(name.starts_with("brevis_"), "{line}");
+    }
+    for name in declared_functions(GENERATED) {
+        assert!(name.starts_with("brevis_"), "{name}");
+    }
+}
+
+/// The functions the header declares (a declaration starts at column 0: `int brevis_x(...`).
+fn declared_functions(header: &str) -> std::collections::BTreeSet<String> {
+    header
+        .lines()
+        .filter(|l| !l.starts_with([' ', '#', '/', '*', '}']) && !l.starts_with("typedef"))
+        .filter_map(|l| Some(l[..l.find('(')?].rsplit([' ', '*']).next()?.to_string()))
+        .collect()
+}
+
+/// C source without its comments and string literals (so that a name in either is no call).
+fn c_code_only(src: &str) -> String {
+    let (b, mut out, mut i) = (src.as_bytes(), String::new(), 0);
+    while i < b.len() {
+        if b[i..].starts_with(b"/*") {
+            i += src[i..].find("*/").map_or(b.len() - i, |e| e + 2);
+        } else if b[i..].starts_with(b"//") {
+            i += src[i..].find('\n').unwrap_or(b.len() - i);
+        } else if b[i] == b'"' || b[i] == b'\'' {
+            let q = b[i];
+            i += 1;
+            while i < b.len() && b[i] != q {
+                i += if b[i] == b'\\' { 2 } else { 1 };
+            }
+            i += 1;
+            out.push(' ');
+        } else {
+            out.push(b[i] as char);
+            i += 1;
         }
     }
+    out
+}
+
+/// The `brevis_*` names followed by `(` in C code: the functions it calls.
+fn called_functions(code: &str) -> std::collections::BTreeSet<String> {
+    let mut called = std::collections::BTreeSet::new();
+    for (at, _) in code.match_indices("brevis_") {
+        if at > 0 && (code.as_bytes()[at - 1].is_ascii_alphanumeric() || code.as_bytes()[at - 1] == b'_') {
+            continue;
+        }
+        let name: String = code[at..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+        if code[at + name.len()..].trim_start().starts_with('(') {
+            called.insert(name);
+        }
+    }
+    called
+}
+
+/// ctests/test_api.c calls every function of the header, so that its claim cannot drift when a
+/// function is added.
+#[test]
+fn the_c_tests_call_every_function_of_the_header() {
+    let declared = declared_functions(GENERATED);
+    assert!(declared.len() >= 23 && declared.contains("brevis_archive_open_with_options"), "{declared:?}");
+    let test_api =
+        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("ctests/test_api.c")).unwrap();
+    let called = called_functions(&c_code_only(&test_api));
+    let missing: Vec<&String> = declared.difference(&called).collect();
+    assert!(missing.is_empty(), "ctests/test_api.c never calls {missing:?}");
+    // The scanner itself: comments, strings and declarations without a call do not count.
+    let probe = "/* brevis_a(1) */ // brevis_b()\n x = \"brevis_c()\"; y = brevis_d (2); z = my_brevis_e(3); brevis_f;";
+    let found = called_functions(&c_code_only(probe));
+    assert_eq!(found.into_iter().collect::<Vec<_>>(), ["brevis_d"]);
 }

@@ -1,8 +1,8 @@
 //! The C entry points for reference-based compression, called as C would.
 
-mod st_builder;
+mod support;
 use brevis::ffi::*;
-use st_builder::*;
+use support::st::*;
 
 #[test]
 fn compress_and_decompress_with_ref_through_the_c_abi() {
@@ -79,4 +79,55 @@ fn compress_and_decompress_with_ref_through_the_c_abi() {
     };
     assert_ne!(rc, 0);
     assert_eq!(untouched, 12345);
+}
+
+/// `brevis_decompress_with_ref_and_options` honours its settings: any thread count gives the
+/// same bytes, the memory limit bounds the index (too small: `BREVIS_ERROR_LIMIT`, nothing
+/// written), NULL settings are the defaults; NULL pointers are errors.
+#[test]
+fn decompress_with_ref_and_options_honours_its_settings() {
+    let mut rng = Rng(5);
+    let base_ts: Vec<Tensor> =
+        (0..4).map(|i| tensor(&format!("w{i}"), "F32", &[64, 64], data_for("F32", 4096, &mut rng, true))).collect();
+    let mut new_ts = base_ts.clone();
+    for t in &mut new_ts {
+        t.data.iter_mut().step_by(11).for_each(|b| *b ^= 4);
+    }
+    let (base, new) = (file(&base_ts, None), file(&new_ts, None));
+    let opts = brevis::Options { chunk_bytes: 4096, ..Default::default() };
+    let archive = brevis::compress_with_ref(&new, &base, &opts).unwrap();
+    let decode = |o: *const brevis_options, out: &mut Vec<u8>, got: *mut usize| unsafe {
+        brevis_decompress_with_ref_and_options(
+            archive.as_ptr(),
+            archive.len(),
+            base.as_ptr(),
+            base.len(),
+            out.as_mut_ptr(),
+            out.len(),
+            o,
+            got,
+        )
+    };
+    let o = brevis_options_new();
+    let key = |k: brevis_option| BrevisOptionKey(k as std::ffi::c_int);
+    for threads in [1, 2, 3, 0] {
+        assert_eq!(unsafe { brevis_options_set(o, key(brevis_option::BREVIS_OPTION_THREADS), threads) }, 0);
+        let (mut out, mut got) = (vec![0u8; new.len()], 0usize);
+        assert_eq!(decode(o, &mut out, &mut got), BREVIS_OK, "{threads} threads");
+        assert!(got == new.len() && out == new, "{threads} threads");
+    }
+    let (mut out, mut got) = (vec![0u8; new.len()], 0usize);
+    assert_eq!(decode(std::ptr::null(), &mut out, &mut got), BREVIS_OK);
+    assert!(out == new);
+    // Without the whole-file check it still decodes (chunk checksums are always verified).
+    assert_eq!(unsafe { brevis_options_set(o, key(brevis_option::BREVIS_OPTION_VERIFY), 0) }, 0);
+    assert_eq!(decode(o, &mut out, &mut got), BREVIS_OK);
+    // A memory limit too small for the index: an error, `got` untouched.
+    assert_eq!(unsafe { brevis_options_set(o, key(brevis_option::BREVIS_OPTION_MEMORY_LIMIT), 16) }, 0);
+    let mut untouched = 12345usize;
+    assert_eq!(decode(o, &mut out, &mut untouched), BREVIS_ERROR_LIMIT);
+    assert_eq!(untouched, 12345);
+    // A NULL size pointer.
+    assert_eq!(decode(o, &mut out, std::ptr::null_mut()), BREVIS_ERROR_NULL_POINTER);
+    unsafe { brevis_options_free(o) };
 }

@@ -1124,11 +1124,11 @@ fn misused_programs_never_give_other_data() {
     }
 }
 
-/// BUG (reported): `rans`/`huffman` accept streams wider than 16 bits in `Node::encode`; the
-/// words are silently truncated to 16 bits, and decode returns the truncated words (in release
-/// builds; a debug assertion fires otherwise). The parser refuses such programs, so archives are
-/// safe, but the API contract of `encode` ("fails with Error::Invalid when the program does not
-/// apply") is broken.
+/// Regression: `rans`/`huffman` accepted streams wider than 16 bits in `Node::encode`; the words
+/// were silently truncated to 16 bits, and decode returned the truncated words (in release
+/// builds; a debug assertion fired otherwise). The parser refused such programs, so archives were
+/// safe, but the contract of `encode` ("fails with Error::Invalid when the program does not
+/// apply") was broken. Checked: `encode` refuses such streams with `Error::Invalid`.
 #[test]
 fn entropy_leaves_refuse_streams_wider_than_16_bits() {
     let x = Stream::from_fn(Ty::u(32), 100, |i| 0x1_0000 + i as u64);
@@ -1138,8 +1138,9 @@ fn entropy_leaves_refuse_streams_wider_than_16_bits() {
     }
 }
 
-/// BUG (reported): `arange` never checks its data in `Node::encode` (the chooser checks whole
-/// tensors), so any stream "encodes" to nothing and decodes to the progression.
+/// Regression: `arange` never checked its data in `Node::encode` (the chooser checks whole
+/// tensors), so any stream "encoded" to nothing and decoded to the progression. Checked: data
+/// that is not the progression is refused with `Error::Invalid`.
 #[test]
 fn arange_refuses_other_data() {
     let x = Stream::from_fn(Ty::u(64), 10, |i| (i * i) as u64);
@@ -1147,9 +1148,10 @@ fn arange_refuses_other_data() {
     assert!(matches!(r, Err(Error::Invalid(_))), "{r:?}");
 }
 
-/// BUG (reported): `delta(0)` / `xor(0)` / `rans(back 0)` can be built and encoded (the wire
-/// reader refuses them); `delta(0)` turns every word into 0, and decode then indexes out of
-/// bounds (panic). `rans(back 0)` uses each symbol as its own context.
+/// Regression: `delta(0)` / `xor(0)` / `rans(back 0)` could be built and encoded (the wire reader
+/// refuses them); `delta(0)` turned every word into 0, and decode then indexed out of bounds
+/// (panic); `rans(back 0)` used each symbol as its own context. Checked: `encode` refuses zero
+/// strides with `Error::Invalid`.
 #[test]
 fn zero_strides_are_refused() {
     let x = make(16, 5000, Pattern::Small, 8);

@@ -2,10 +2,11 @@
 //! and clear errors (never wrong output, never an output file) for a missing, truncated or
 //! different reference.
 
-mod st_builder;
-use st_builder::*;
+mod support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use support::skip;
+use support::st::*;
 
 fn pair() -> (Vec<u8>, Vec<u8>) {
     let mut rng = Rng(21);
@@ -111,7 +112,7 @@ fn cli_refuses_a_missing_truncated_or_different_reference_and_writes_nothing() {
     assert!(leftovers.is_empty());
 }
 
-/// The real training pairs of ../shared/series (skipped when absent).
+/// The real training pairs of ../shared/series (SKIPPED, visibly, when absent).
 #[test]
 fn real_training_pairs() {
     let series = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/series");
@@ -121,7 +122,7 @@ fn real_training_pairs() {
     ];
     for (new, base, limit) in pairs {
         let (Ok(n), Ok(b)) = (std::fs::read(series.join(new)), std::fs::read(series.join(base))) else {
-            eprintln!("SKIP: {} not found", series.join(new).display());
+            skip(&format!("{} or its base not found", series.join(new).display()));
             continue;
         };
         let a = brevis::compress_with_ref(&n, &b, &brevis::Options::default()).unwrap();

@@ -1,7 +1,7 @@
 //! Inputs that once produced archives that did not decode.
 
-mod st_builder;
-use st_builder::*;
+mod support;
+use support::st::*;
 
 fn round_trip(f: &[u8]) {
     let a = brevis::compress(f, &brevis::Options::default()).unwrap();

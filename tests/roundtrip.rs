@@ -3,12 +3,12 @@
 //! per-tensor access through `Archive`, the programs the chooser must find for generators and
 //! duplicates, and determinism.
 
-mod st_builder;
+mod support;
 
 use brevis::dsl::Op;
 use brevis::{Archive, DecodeOptions, Error, Options};
 use proptest::prelude::*;
-use st_builder::*;
+use support::st::*;
 
 fn small_chunks() -> Options {
     Options { chunk_bytes: 4096, ..Default::default() }
@@ -383,10 +383,11 @@ fn empty_tensors_anywhere() {
     assert_eq!(named(&Archive::open(&archive).unwrap()).len(), 5);
 }
 
-/// BUG (reported): `Index::read` bounds the tensor count by `remaining / 4` ("every tensor takes
-/// at least 4 index bytes"), but an empty tensor described by the safetensors header takes 3
-/// (entry kind, program length, `raw`), so a file whose index ends with a few empty tensors
-/// compresses to an archive that does not read back ("length field out of range").
+/// Regression: `Index::read` bounded the tensor count by `remaining / 4` ("every tensor takes at
+/// least 4 index bytes"), but an empty tensor described by the safetensors header takes 3 (entry
+/// kind, program length, `raw`), so a file whose index ended with a few empty tensors compressed
+/// to an archive that did not read back ("length field out of range"). Checked: such files round
+/// trip.
 #[test]
 fn several_empty_tensors() {
     for count in 2..5 {
@@ -589,7 +590,7 @@ fn base_and_finetune() -> (Vec<u8>, Vec<u8>) {
         tensor("dropped", "BF16", &[10], data_for("BF16", 10, &mut rng, false)),
     ];
     // Small moves of a float word in its order-preserving view.
-    let nudge = |bytes: &[u8], width: usize, rng: &mut st_builder::Rng| -> Vec<u8> {
+    let nudge = |bytes: &[u8], width: usize, rng: &mut support::st::Rng| -> Vec<u8> {
         let bits = 8 * width as u32;
         let sign = 1u64 << (bits - 1);
         let m = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };

@@ -1,8 +1,8 @@
 //! Structured tensors get tiny programs: measured as how much the archive grows when the tensor
 //! is added to a file of ordinary weights.
 
-mod st_builder;
-use st_builder::*;
+mod support;
+use support::st::*;
 
 /// The tensors of the committed real checkpoint (Silero VAD), plus a synthetic bf16 layer.
 fn base_tensors() -> Vec<Tensor> {

@@ -2,11 +2,11 @@
 //! the depth bound the search, the learned prior is deterministic, reusable as JSON and never
 //! needed to decode, and the archive does not depend on the thread count.
 
-mod st_builder;
+mod support;
 use brevis::synth::{self, PriorSource, TensorView};
 use brevis::tensor::DType;
-use st_builder::*;
 use std::sync::Arc;
+use support::st::*;
 
 /// A small checkpoint with several dtypes and roles.
 fn checkpoint() -> Vec<u8> {

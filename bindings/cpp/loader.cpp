@@ -1,8 +1,10 @@
 // A llama.cpp-style loader on top of the Brevis C API: map an archive, list its tensors, decode
 // each tensor straight into its own aligned buffer (the way a runtime fills its weight buffers),
-// and check every byte against the original safetensors file.
+// and check every byte against the original safetensors file. With --ref, the delta path: a
+// fine-tuned checkpoint compressed against its base and restored with it, byte for byte.
 //
 //   loader ARCHIVE.brv ORIGINAL.safetensors
+//   loader --ref BASE.safetensors TUNED.safetensors OUT.brv
 //
 // Build: c++ -std=c++17 loader.cpp $(pkg-config --cflags --libs brevis)   (see README.md)
 // Built and run by tests/ffi_c.rs.
@@ -113,11 +115,70 @@ std::string shape_string(const std::vector<uint64_t> &shape) {
     return s + "]";
 }
 
+// `src` compressed against the reference `ref` (its base checkpoint).
+std::vector<uint8_t> compress_with_ref(const mapped_file &src, const mapped_file &ref) {
+    std::vector<uint8_t> archive(brevis_compress_bound(src.size()));
+    size_t n = 0;
+    check(brevis_compress_with_ref(src.data(), src.size(), ref.data(), ref.size(), archive.data(), archive.size(),
+                                   nullptr, &n),
+          "compressing against the reference");
+    archive.resize(n);
+    return archive;
+}
+
+// The original of an archive made against the reference `ref`.
+std::vector<uint8_t> decompress_with_ref(const std::vector<uint8_t> &archive, const mapped_file &ref) {
+    uint64_t size = 0;
+    check(brevis_decompressed_size(archive.data(), archive.size(), &size), "reading the archive's size");
+    std::vector<uint8_t> original(static_cast<size_t>(size));
+    size_t n = 0;
+    check(brevis_decompress_with_ref(archive.data(), archive.size(), ref.data(), ref.size(), original.data(),
+                                     original.size(), &n),
+          "decompressing against the reference");
+    original.resize(n);
+    return original;
+}
+
+// --ref BASE TUNED OUT: TUNED compressed against BASE, written to OUT, restored with BASE and
+// compared byte for byte; without the reference the archive must not decode.
+int reference_round_trip(const char *base_path, const char *tuned_path, const char *out_path) {
+    mapped_file base(base_path), tuned(tuned_path);
+    std::vector<uint8_t> archive = compress_with_ref(tuned, base);
+    std::vector<uint8_t> back = decompress_with_ref(archive, base);
+    if (back.size() != tuned.size() || (!back.empty() && std::memcmp(back.data(), tuned.data(), back.size()) != 0)) {
+        std::fprintf(stderr, "MISMATCH: the reference round trip changed the checkpoint\n");
+        return 1;
+    }
+    size_t n = 0;
+    int rc = brevis_decompress(archive.data(), archive.size(), back.data(), back.size(), &n);
+    if (rc != BREVIS_ERROR_INVALID_ARGUMENT) {
+        std::fprintf(stderr, "decoding without the reference returned %d, not BREVIS_ERROR_INVALID_ARGUMENT\n", rc);
+        return 1;
+    }
+    FILE *f = std::fopen(out_path, "wb");
+    if (!f || std::fwrite(archive.data(), 1, archive.size(), f) != archive.size() || std::fclose(f) != 0) {
+        std::fprintf(stderr, "cannot write %s\n", out_path);
+        return 1;
+    }
+    std::printf("reference round trip matches: %zu bytes against a reference of %zu bytes -> archive %zu bytes\n",
+                tuned.size(), base.size(), archive.size());
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
+    if (argc == 5 && std::strcmp(argv[1], "--ref") == 0) {
+        try {
+            return reference_round_trip(argv[2], argv[3], argv[4]);
+        } catch (const std::exception &e) {
+            std::fprintf(stderr, "error: %s\n", e.what());
+            return 1;
+        }
+    }
     if (argc != 3) {
-        std::fprintf(stderr, "usage: %s ARCHIVE.brv ORIGINAL.safetensors\n", argv[0]);
+        std::fprintf(stderr, "usage: %s ARCHIVE.brv ORIGINAL.safetensors\n       %s --ref BASE TUNED OUT.brv\n",
+                     argv[0], argv[0]);
         return 2;
     }
     try {

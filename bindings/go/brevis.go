@@ -67,7 +67,7 @@ type Options struct {
 	Threads     int   // worker threads; 0: every core
 	ChunkBytes  int   // bytes of original data per chunk; 0: the default (1 MiB)
 	SampleElems int   // search budget, elements per tensor; 0: the default
-	MemoryLimit int64 // decompression memory limit in bytes; 0: the default (2^40)
+	MemoryLimit int64 // memory limit in bytes (BREVIS_OPTION_MEMORY_LIMIT); 0: the default
 	NoVerify    bool  // skip the whole-file checksum on decompression
 }
 
@@ -123,6 +123,13 @@ func CompressBound(n int) int {
 
 // Compress compresses src (any file; safetensors gets a program per tensor).
 func Compress(src []byte, opts *Options) ([]byte, error) {
+	return compress("compress", src, opts, func(dst []byte, h *C.brevis_options, n *C.size_t) C.int {
+		return C.brevis_compress(ptr(src), C.size_t(len(src)), ptr(dst), C.size_t(len(dst)), h, n)
+	})
+}
+
+// compress lets call write an archive of src into a buffer of CompressBound bytes.
+func compress(op string, src []byte, opts *Options, call func(dst []byte, h *C.brevis_options, n *C.size_t) C.int) ([]byte, error) {
 	h, err := opts.handle()
 	if err != nil {
 		return nil, err
@@ -130,8 +137,7 @@ func Compress(src []byte, opts *Options) ([]byte, error) {
 	defer C.brevis_options_free(h)
 	dst := make([]byte, CompressBound(len(src)))
 	var n C.size_t
-	rc := C.brevis_compress(ptr(src), C.size_t(len(src)), ptr(dst), C.size_t(len(dst)), h, &n)
-	if err := check(rc, "compress"); err != nil {
+	if err := check(call(dst, h, &n), op); err != nil {
 		return nil, err
 	}
 	return dst[:n:n], nil
@@ -148,12 +154,38 @@ func DecompressedSize(archive []byte) (uint64, error) {
 
 // Decompress restores the original bytes of archive.
 func Decompress(archive []byte, opts *Options) ([]byte, error) {
+	return decompress("decompress", archive, opts, func(dst []byte, h *C.brevis_options, n *C.size_t) C.int {
+		return C.brevis_decompress_with_options(ptr(archive), C.size_t(len(archive)), ptr(dst), C.size_t(len(dst)), h, n)
+	})
+}
+
+// CompressWithRef compresses src against the reference checkpoint ref (a safetensors file, or an
+// archive of one): tensors that match one of the reference (a fine-tune of its base) are coded
+// against it where that is smaller. Decompressing needs the same reference (DecompressWithRef).
+func CompressWithRef(src, ref []byte, opts *Options) ([]byte, error) {
+	return compress("compress with reference", src, opts, func(dst []byte, h *C.brevis_options, n *C.size_t) C.int {
+		return C.brevis_compress_with_ref(ptr(src), C.size_t(len(src)), ptr(ref), C.size_t(len(ref)), ptr(dst), C.size_t(len(dst)), h, n)
+	})
+}
+
+// DecompressWithRef restores an archive made by CompressWithRef, given the same reference; a
+// missing or different reference is an error matching ErrInvalidArgument.
+func DecompressWithRef(archive, ref []byte, opts *Options) ([]byte, error) {
+	return decompress("decompress with reference", archive, opts, func(dst []byte, h *C.brevis_options, n *C.size_t) C.int {
+		return C.brevis_decompress_with_ref_and_options(ptr(archive), C.size_t(len(archive)), ptr(ref), C.size_t(len(ref)),
+			ptr(dst), C.size_t(len(dst)), h, n)
+	})
+}
+
+// decompress sizes the output of archive, checks it against the memory limit, and lets call
+// decode into it.
+func decompress(op string, archive []byte, opts *Options, call func(dst []byte, h *C.brevis_options, n *C.size_t) C.int) ([]byte, error) {
 	size, err := DecompressedSize(archive)
 	if err != nil {
 		return nil, err
 	}
 	if opts != nil && opts.MemoryLimit != 0 && size > uint64(opts.MemoryLimit) {
-		return nil, &Error{Code: C.BREVIS_ERROR_LIMIT, Op: "decompress"}
+		return nil, &Error{Code: C.BREVIS_ERROR_LIMIT, Op: op}
 	}
 	h, err := opts.handle()
 	if err != nil {
@@ -162,8 +194,7 @@ func Decompress(archive []byte, opts *Options) ([]byte, error) {
 	defer C.brevis_options_free(h)
 	dst := make([]byte, size)
 	var n C.size_t
-	rc := C.brevis_decompress_with_options(ptr(archive), C.size_t(len(archive)), ptr(dst), C.size_t(len(dst)), h, &n)
-	if err := check(rc, "decompress"); err != nil {
+	if err := check(call(dst, h, &n), op); err != nil {
 		return nil, err
 	}
 	return dst[:n], nil
@@ -190,9 +221,22 @@ type Archive struct {
 
 // OpenArchive opens an archive, checking its header and index.
 func OpenArchive(archive []byte) (*Archive, error) {
+	return OpenArchiveWithOptions(archive, nil)
+}
+
+// OpenArchiveWithOptions opens an archive with settings that it keeps: MemoryLimit bounds the
+// index and the largest tensor it decodes (an error matching ErrLimit above it); Threads > 0
+// gives it its own pool of that many threads to decode tensors in (0: one thread per core,
+// shared).
+func OpenArchiveWithOptions(archive []byte, opts *Options) (*Archive, error) {
+	o, err := opts.handle()
+	if err != nil {
+		return nil, err
+	}
+	defer C.brevis_options_free(o)
 	data := C.CBytes(archive) // a non-nil pointer even for an empty slice
 	var h *C.brevis_archive
-	if err := check(C.brevis_archive_open((*C.uint8_t)(data), C.size_t(len(archive)), &h), "open archive"); err != nil {
+	if err := check(C.brevis_archive_open_with_options((*C.uint8_t)(data), C.size_t(len(archive)), o, &h), "open archive"); err != nil {
 		C.free(data)
 		return nil, err
 	}

@@ -148,3 +148,77 @@ func TestErrors(t *testing.T) {
 		t.Fatal("decode after Close")
 	}
 }
+
+// nudged is a fine-tuned copy of a safetensors checkpoint: the lowest bit of every 7th byte of
+// its data flipped (tests/support/tools.rs derives it the same way).
+func nudged(f []byte) []byte {
+	out := append([]byte(nil), f...)
+	for i := 8 + binary.LittleEndian.Uint64(f[:8]); i < uint64(len(out)); i += 7 {
+		out[i] ^= 1
+	}
+	return out
+}
+
+func TestReferenceRoundTrip(t *testing.T) {
+	base := fixture(t)
+	tuned := nudged(base)
+	packed, err := CompressWithRef(tuned, base, &Options{Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := Compress(tuned, &Options{Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(packed) >= len(plain) {
+		t.Fatalf("the reference did not help: %d bytes against it, %d without", len(packed), len(plain))
+	}
+	back, err := DecompressWithRef(packed, base, &Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(back, tuned) {
+		t.Fatal("the reference round trip changed the checkpoint")
+	}
+	if _, err := Decompress(packed, nil); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("without the reference: %v", err)
+	}
+	if _, err := DecompressWithRef(packed, tuned, nil); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("another reference: %v", err)
+	}
+	if _, err := DecompressWithRef(packed, base, &Options{MemoryLimit: 16}); !errors.Is(err, ErrLimit) {
+		t.Fatalf("memory limit: %v", err)
+	}
+}
+
+func TestArchiveWithOptions(t *testing.T) {
+	orig := fixture(t)
+	packed, err := Compress(orig, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := OpenArchiveWithOptions(packed, &Options{Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	largest := 0
+	for i := 0; i < a.Len(); i++ {
+		info := a.Info(i)
+		b, err := a.Tensor(i)
+		if err != nil || !bytes.Equal(b, orig[info.Offset:info.Offset+info.NBytes]) {
+			t.Fatalf("tensor %d (%s): %v", i, info.Name, err)
+		}
+		if info.NBytes > a.Info(largest).NBytes {
+			largest = i
+		}
+	}
+	a.Close()
+	limited, err := OpenArchiveWithOptions(packed, &Options{Threads: 2, MemoryLimit: int64(a.Info(largest).NBytes) - 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer limited.Close()
+	if _, err := limited.Tensor(largest); !errors.Is(err, ErrLimit) {
+		t.Fatalf("a tensor above the memory limit: %v", err)
+	}
+}

@@ -9,6 +9,8 @@ built-in exception: ValueError, KeyError, OSError).
     with brevis.Archive(archive) as a:
         weight = a["encoder.layer.0.attention.self.query.weight"]   # bytes of one tensor
     original = brevis.decompress(archive)
+    delta = brevis.compress_with_ref(finetuned, base)      # against the base checkpoint
+    assert brevis.decompress_with_ref(delta, base) == finetuned
 
 The library is found through $BREVIS_LIBRARY (a path to libbrevis.so), else the system's search
 path (ctypes.util.find_library), else the repository's target/release/.
@@ -21,6 +23,7 @@ from collections import namedtuple
 
 __all__ = [
     "compress", "decompress", "decompressed_size", "compress_bound", "compress_file", "decompress_file",
+    "compress_with_ref", "decompress_with_ref",
     "version", "Archive", "TensorInfo", "BrevisError", "InvalidArgumentError", "BufferTooSmallError",
     "CorruptArchiveError", "UnsupportedArchiveError", "ChecksumError", "LimitError", "BrevisIOError",
     "TensorNotFoundError", "InternalError",
@@ -63,14 +66,19 @@ _version = _sig("brevis_version", ctypes.c_char_p)
 _bound = _sig("brevis_compress_bound", _size, _size)
 _compress = _sig("brevis_compress", _c, _u8p, _size, _outp, _size, ctypes.c_void_p, ctypes.POINTER(_size))
 _dsize = _sig("brevis_decompressed_size", _c, _u8p, _size, ctypes.POINTER(ctypes.c_uint64))
-_decompress = _sig(
+_decompress_c = _sig(
     "brevis_decompress_with_options", _c, _u8p, _size, _outp, _size, ctypes.c_void_p, ctypes.POINTER(_size))
+_compress_with_ref = _sig(
+    "brevis_compress_with_ref", _c, _u8p, _size, _u8p, _size, _outp, _size, ctypes.c_void_p, ctypes.POINTER(_size))
+_decompress_with_ref = _sig(
+    "brevis_decompress_with_ref_and_options", _c, _u8p, _size, _u8p, _size, _outp, _size, ctypes.c_void_p,
+    ctypes.POINTER(_size))
 _compress_file = _sig("brevis_compress_file", _c, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p)
 _decompress_file = _sig("brevis_decompress_file", _c, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p)
 _options_new = _sig("brevis_options_new", ctypes.c_void_p)
 _options_set = _sig("brevis_options_set", _c, ctypes.c_void_p, _c, ctypes.c_int64)
 _options_free = _sig("brevis_options_free", None, ctypes.c_void_p)
-_open = _sig("brevis_archive_open", _c, _u8p, _size, ctypes.POINTER(ctypes.c_void_p))
+_open = _sig("brevis_archive_open_with_options", _c, _u8p, _size, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p))
 _count = _sig("brevis_archive_tensor_count", _size, ctypes.c_void_p)
 _info = _sig("brevis_archive_tensor_info", _c, ctypes.c_void_p, _size, ctypes.POINTER(_TensorInfo))
 _find = _sig("brevis_archive_find", _c, ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(_size))
@@ -189,6 +197,19 @@ def compress(data, *, threads=None, chunk_bytes=None, sample_elems=None):
     return dst.raw[: n.value]
 
 
+def compress_with_ref(data, reference, *, threads=None, chunk_bytes=None, sample_elems=None):
+    """Compresses `data` against the reference checkpoint `reference` (a safetensors file, or an
+    archive of one): tensors that match one of the reference (a fine-tune of its base) are coded
+    against it where that is smaller. Decompressing needs the same reference."""
+    data, reference = _bytes(data), _bytes(reference)
+    dst = ctypes.create_string_buffer(_bound(len(data)))
+    n = _size()
+    with _Options({"threads": threads, "chunk_bytes": chunk_bytes, "sample_elems": sample_elems}) as o:
+        rc = _compress_with_ref(data, len(data), reference, len(reference), dst, len(dst), o, ctypes.byref(n))
+        _check(rc, "compress_with_ref")
+    return dst.raw[: n.value]
+
+
 def decompressed_size(archive):
     """The size of the file `archive` decompresses to (reads only its index)."""
     archive = _bytes(archive)
@@ -197,17 +218,34 @@ def decompressed_size(archive):
     return n.value
 
 
+def _decompress(what, archive, settings, call):
+    """Sizes the output of `archive`, checks it against the memory limit, and lets `call(dst, size,
+    options, n)` decode into it."""
+    size = decompressed_size(archive)
+    if settings.get("memory_limit") is not None and size > settings["memory_limit"]:
+        raise LimitError(-7, what)
+    dst = ctypes.create_string_buffer(max(size, 1))
+    n = _size()
+    with _Options(settings) as o:
+        _check(call(dst, size, o, ctypes.byref(n)), what)
+    return dst.raw[: n.value]
+
+
 def decompress(archive, *, threads=None, verify=None, memory_limit=None):
     """Decompresses a whole archive back to the original bytes."""
     archive = _bytes(archive)
-    size = decompressed_size(archive)
-    if memory_limit is not None and size > memory_limit:
-        raise LimitError(-7, "decompress")
-    dst = ctypes.create_string_buffer(max(size, 1))
-    n = _size()
-    with _Options({"threads": threads, "verify": verify, "memory_limit": memory_limit}) as o:
-        _check(_decompress(archive, len(archive), dst, size, o, ctypes.byref(n)), "decompress")
-    return dst.raw[: n.value]
+    settings = {"threads": threads, "verify": verify, "memory_limit": memory_limit}
+    return _decompress("decompress", archive, settings, lambda dst, size, o, n: _decompress_c(
+        archive, len(archive), dst, size, o, n))
+
+
+def decompress_with_ref(archive, reference, *, threads=None, verify=None, memory_limit=None):
+    """Decompresses an archive made by `compress_with_ref`, given the same reference; a missing or
+    different reference raises InvalidArgumentError."""
+    archive, reference = _bytes(archive), _bytes(reference)
+    settings = {"threads": threads, "verify": verify, "memory_limit": memory_limit}
+    return _decompress("decompress_with_ref", archive, settings, lambda dst, size, o, n: _decompress_with_ref(
+        archive, len(archive), reference, len(reference), dst, size, o, n))
 
 
 def compress_file(src, dst, *, threads=None, chunk_bytes=None, sample_elems=None):
@@ -230,13 +268,16 @@ class Archive:
 
     Holds a reference to `data` (the library reads it in place). Use as a context manager, or
     call close(). Mapping-like: len(a), iter(a) (names), name in a, a[name] -> bytes.
+    `memory_limit` bounds the index and the largest tensor it decodes (LimitError above it);
+    `threads` > 0 gives it its own pool of that many threads to decode tensors in.
     """
 
-    def __init__(self, data):
+    def __init__(self, data, *, threads=None, memory_limit=None):
         self._handle = None
         self._data = _bytes(data)
         handle = ctypes.c_void_p()
-        _check(_open(self._data, len(self._data), ctypes.byref(handle)), "Archive")
+        with _Options({"threads": threads, "memory_limit": memory_limit}) as o:
+            _check(_open(self._data, len(self._data), o, ctypes.byref(handle)), "Archive")
         self._handle = handle.value
         self._infos = [self._load_info(i) for i in range(_count(self._handle))]
 

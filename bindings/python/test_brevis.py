@@ -1,5 +1,10 @@
 """Tests of the Python binding (unittest). Run by tests/bindings.rs, or by hand:
     cargo build --release && cd bindings/python && python3 -m unittest -v
+
+With $BREVIS_TEST_OUT set (tests/bindings.rs sets it), the tests also write what the binding
+returned there, for the Rust side to check against the library: fixture.brv (compress),
+tensors.json (the Archive's index), tuned.brv and tuned.out (compress_with_ref and
+decompress_with_ref of a fine-tuned copy of the fixture against the fixture).
 """
 
 import json
@@ -11,6 +16,7 @@ import unittest
 import brevis
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+OUT = os.environ.get("BREVIS_TEST_OUT")
 FIXTURE = os.environ.get("BREVIS_FIXTURE", os.path.join(ROOT, "tests", "fixtures", "silero_vad_16k.safetensors"))
 
 
@@ -19,6 +25,22 @@ def tensors_of(checkpoint):
     header = json.loads(checkpoint[8 : 8 + n])
     header.pop("__metadata__", None)
     return {k: checkpoint[8 + n + v["data_offsets"][0] : 8 + n + v["data_offsets"][1]] for k, v in header.items()}
+
+
+def nudged(checkpoint):
+    """A fine-tuned copy of a checkpoint: the lowest bit of every 7th byte of its data flipped
+    (tests/support/tools.rs derives it the same way)."""
+    out = bytearray(checkpoint)
+    for i in range(8 + struct.unpack("<Q", checkpoint[:8])[0], len(out), 7):
+        out[i] ^= 1
+    return bytes(out)
+
+
+def keep(name, data):
+    """Writes what the binding returned to $BREVIS_TEST_OUT/name, for tests/bindings.rs."""
+    if OUT:
+        with open(os.path.join(OUT, name), "wb") as f:
+            f.write(data)
 
 
 class BrevisTest(unittest.TestCase):
@@ -45,7 +67,10 @@ class BrevisTest(unittest.TestCase):
 
     def test_archive_reads_one_tensor_by_name(self):
         expected = tensors_of(self.original)
+        keep("fixture.brv", self.archive)
         with brevis.Archive(self.archive) as a:
+            index = [[t.name, t.dtype, list(t.shape), t.nbytes, t.offset] for t in (a.info(i) for i in range(len(a)))]
+            keep("tensors.json", json.dumps(index).encode())
             self.assertEqual(sorted(a), sorted(expected))
             name = "conv1.bias" if "conv1.bias" in a else next(iter(a))
             self.assertIn(name, a)
@@ -88,6 +113,35 @@ class BrevisTest(unittest.TestCase):
             brevis.compress(b"x", level=3)
         with self.assertRaises(brevis.LimitError):
             brevis.decompress(self.archive, memory_limit=0)
+
+    def test_reference_round_trip(self):
+        tuned = nudged(self.original)
+        packed = brevis.compress_with_ref(tuned, self.original, threads=2)
+        self.assertLess(len(packed), len(brevis.compress(tuned, threads=2)))
+        back = brevis.decompress_with_ref(packed, self.original, threads=1, verify=True)
+        self.assertEqual(back, tuned)
+        keep("tuned.brv", packed)
+        keep("tuned.out", back)
+        with self.assertRaises(brevis.InvalidArgumentError):
+            brevis.decompress(packed)
+        with self.assertRaises(brevis.InvalidArgumentError):
+            brevis.decompress_with_ref(packed, tuned)
+        with self.assertRaises(brevis.LimitError):
+            brevis.decompress_with_ref(packed, self.original, memory_limit=16)
+
+    def test_archive_with_options(self):
+        with brevis.Archive(self.archive, threads=2) as a:
+            largest = max(range(len(a)), key=lambda i: a.info(i).nbytes)
+            tensors = [a.read(i) for i in range(len(a))]
+        nbytes = len(tensors[largest])
+        with brevis.Archive(self.archive, threads=2, memory_limit=nbytes - 1) as a:
+            with self.assertRaises(brevis.LimitError):
+                a.read(largest)
+            smaller = [i for i, t in enumerate(tensors) if len(t) < nbytes]
+            self.assertTrue(smaller)
+            self.assertEqual([a.read(i) for i in smaller], [tensors[i] for i in smaller])
+        with self.assertRaises(brevis.LimitError):
+            brevis.Archive(self.archive, memory_limit=16)
 
     def test_files(self):
         with tempfile.TemporaryDirectory() as d:

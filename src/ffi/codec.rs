@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::{Archive, Options};
+use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -76,18 +77,13 @@ pub unsafe extern "C" fn brevis_compress(
     opts: *const brevis_options,
     dst_size: *mut usize,
 ) -> c_int {
-    guard(|| {
-        // SAFETY (all four): by the caller's contract.
-        let src = unsafe { in_slice(src, src_size) }?;
-        let dst = unsafe { out_slice(dst, dst_capacity) }?;
-        let dst_size = unsafe { out_ref(dst_size) }?;
-        let o = unsafe { options_or_default(opts) };
-        o.maybe_panic();
-        let archive = compress_capped(src, &o.compress, dst.len())?;
-        dst[..archive.len()].copy_from_slice(&archive);
-        *dst_size = archive.len();
-        Ok(())
-    })
+    // SAFETY: the caller's contract is `entry`'s.
+    unsafe {
+        entry(In(src, src_size), Out(dst, dst_capacity, dst_size), opts, |src, out, o| {
+            let archive = compress_capped(src, &o.compress, out.capacity())?;
+            out.put(&archive)
+        })
+    }
 }
 
 /// Sets `*out_size` to the size of the file the archive `src[0..src_size)` decompresses to
@@ -97,13 +93,13 @@ pub unsafe extern "C" fn brevis_compress(
 /// `src` must be valid for `src_size` bytes, `out_size` valid for a write.
 #[no_mangle]
 pub unsafe extern "C" fn brevis_decompressed_size(src: *const u8, src_size: usize, out_size: *mut u64) -> c_int {
-    guard(|| {
-        // SAFETY (both): by the caller's contract.
-        let src = unsafe { in_slice(src, src_size) }?;
-        let out_size = unsafe { out_ref(out_size) }?;
-        *out_size = Archive::open(src)?.original_size();
-        Ok(())
-    })
+    // SAFETY: the caller's contract is `entry`'s.
+    unsafe {
+        entry(In(src, src_size), Ref(out_size), std::ptr::null(), |src, out_size, _| {
+            *out_size = Archive::open(src)?.original_size();
+            Ok(())
+        })
+    }
 }
 
 /// Decompresses the archive `src[0..src_size)` into `dst[0..dst_capacity)` and sets `*dst_size`
@@ -142,32 +138,17 @@ pub unsafe extern "C" fn brevis_decompress_with_options(
     opts: *const brevis_options,
     dst_size: *mut usize,
 ) -> c_int {
-    guard(|| {
-        // SAFETY (all four): by the caller's contract.
-        let src = unsafe { in_slice(src, src_size) }?;
-        let dst = unsafe { out_slice(dst, dst_capacity) }?;
-        let dst_size = unsafe { out_ref(dst_size) }?;
-        let o = unsafe { options_or_default(opts) };
-        o.maybe_panic();
-        let a = Archive::open_with_limit(src, o.decode.memory_limit)?;
-        decompress_archive(&a, dst, dst_size, &o.decode)
-    })
+    // SAFETY: the caller's contract is `entry`'s.
+    unsafe {
+        entry(In(src, src_size), Out(dst, dst_capacity, dst_size), opts, |src, out, o| {
+            decompress_archive(&Archive::open_with_limit(src, o.decode.memory_limit)?, out, &o.decode)
+        })
+    }
 }
 
-/// Restores an opened archive into `dst`, setting `*dst_size` only on success.
-fn decompress_archive(
-    a: &Archive,
-    dst: &mut [u8],
-    dst_size: &mut usize,
-    decode: &crate::DecodeOptions,
-) -> Result<(), Status> {
-    let n = a.original_size();
-    if n > dst.len() as u64 {
-        return Err(BREVIS_ERROR_DST_TOO_SMALL);
-    }
-    a.decompress_into(&mut dst[..n as usize], decode)?;
-    *dst_size = n as usize;
-    Ok(())
+/// Restores an opened archive into `out`.
+fn decompress_archive(a: &Archive, out: Output, decode: &crate::DecodeOptions) -> Result<(), Status> {
+    out.fill(a.original_size(), |buf| Ok(a.decompress_into(buf, decode)?))
 }
 
 /// Compresses `src[0..src_size)` against the reference checkpoint `reference[0..reference_size)`
@@ -188,19 +169,15 @@ pub unsafe extern "C" fn brevis_compress_with_ref(
     opts: *const brevis_options,
     dst_size: *mut usize,
 ) -> c_int {
-    guard(|| {
-        // SAFETY (all five): by the caller's contract.
-        let src = unsafe { in_slice(src, src_size) }?;
-        let reference = unsafe { in_slice(reference, reference_size) }?;
-        let dst = unsafe { out_slice(dst, dst_capacity) }?;
-        let dst_size = unsafe { out_ref(dst_size) }?;
-        let o = unsafe { options_or_default(opts) };
-        o.maybe_panic();
-        let archive = capped(src, &o.compress, dst.len(), crate::compress_with_ref(src, reference, &o.compress)?)?;
-        dst[..archive.len()].copy_from_slice(&archive);
-        *dst_size = archive.len();
-        Ok(())
-    })
+    let input = (In(src, src_size), In(reference, reference_size));
+    // SAFETY: the caller's contract is `entry`'s.
+    unsafe {
+        entry(input, Out(dst, dst_capacity, dst_size), opts, |(src, reference), out, o| {
+            let archive =
+                capped(src, &o.compress, out.capacity(), crate::compress_with_ref(src, reference, &o.compress)?)?;
+            out.put(&archive)
+        })
+    }
 }
 
 /// Decompresses an archive made against a reference, given the same reference (a safetensors
@@ -219,39 +196,78 @@ pub unsafe extern "C" fn brevis_decompress_with_ref(
     dst_capacity: usize,
     dst_size: *mut usize,
 ) -> c_int {
-    guard(|| {
-        // SAFETY (all four): by the caller's contract.
-        let src = unsafe { in_slice(src, src_size) }?;
-        let reference = unsafe { in_slice(reference, reference_size) }?;
-        let dst = unsafe { out_slice(dst, dst_capacity) }?;
-        let dst_size = unsafe { out_ref(dst_size) }?;
-        let decode = crate::DecodeOptions::default();
-        let mut a = Archive::open_with_limit(src, decode.memory_limit)?;
-        a.set_reference(crate::reference::Reference::new(reference)?)?;
-        decompress_archive(&a, dst, dst_size, &decode)
-    })
-}
-
-/// A path argument. On Unix any bytes; elsewhere UTF-8.
-fn path_of(bytes: &[u8]) -> Result<PathBuf, Status> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::ffi::OsStrExt;
-        Ok(PathBuf::from(std::ffi::OsStr::from_bytes(bytes)))
-    }
-    #[cfg(not(unix))]
-    {
-        std::str::from_utf8(bytes).map(PathBuf::from).map_err(|_| BREVIS_ERROR_INVALID_ARGUMENT)
+    // SAFETY: the same contract.
+    unsafe {
+        brevis_decompress_with_ref_and_options(
+            src,
+            src_size,
+            reference,
+            reference_size,
+            dst,
+            dst_capacity,
+            std::ptr::null(),
+            dst_size,
+        )
     }
 }
 
-fn read_input(path: &Path) -> Result<crate::source::MappedFile, Status> {
-    crate::source::MappedFile::open(path).map_err(|_| BREVIS_ERROR_IO)
+/// `brevis_decompress_with_ref` with settings, as `brevis_decompress_with_options`:
+/// `BREVIS_OPTION_THREADS`, `BREVIS_OPTION_VERIFY`, and `BREVIS_OPTION_MEMORY_LIMIT` (which
+/// bounds what reading the archive's index may allocate; a limit too small for it fails with
+/// `BREVIS_ERROR_LIMIT`). `opts` NULL uses the defaults.
+///
+/// # Safety
+/// As `brevis_decompress_with_ref`; `opts` NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn brevis_decompress_with_ref_and_options(
+    src: *const u8,
+    src_size: usize,
+    reference: *const u8,
+    reference_size: usize,
+    dst: *mut u8,
+    dst_capacity: usize,
+    opts: *const brevis_options,
+    dst_size: *mut usize,
+) -> c_int {
+    let input = (In(src, src_size), In(reference, reference_size));
+    // SAFETY: the caller's contract is `entry`'s.
+    unsafe {
+        entry(input, Out(dst, dst_capacity, dst_size), opts, |(src, reference), out, o| {
+            let mut a = Archive::open_with_limit(src, o.decode.memory_limit)?;
+            a.set_reference(crate::reference::Reference::new(reference)?)?;
+            decompress_archive(&a, out, &o.decode)
+        })
+    }
 }
 
-/// Writes `data` to `out` atomically: a temporary file in the same folder, synced, then renamed
-/// over `out` (an existing file is replaced; on error nothing is left behind).
-fn write_atomic(out: &Path, data: &[u8]) -> Result<(), Status> {
+/// A required path argument, NUL-terminated: on Unix any bytes, elsewhere UTF-8.
+struct PathIn(*const c_char);
+
+impl Arg<'_> for PathIn {
+    type Checked = PathBuf;
+    unsafe fn check(self) -> Result<PathBuf, Status> {
+        // SAFETY: by the caller's contract.
+        let bytes = unsafe { in_cstr(self.0) }?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::ffi::OsStrExt;
+            Ok(PathBuf::from(std::ffi::OsStr::from_bytes(bytes)))
+        }
+        #[cfg(not(unix))]
+        {
+            std::str::from_utf8(bytes).map(PathBuf::from).map_err(|_| BREVIS_ERROR_INVALID_ARGUMENT)
+        }
+    }
+}
+
+fn open_input(path: &Path) -> Result<File, Status> {
+    File::open(path).map_err(|_| BREVIS_ERROR_IO)
+}
+
+/// Writes `out` atomically: `write` fills a temporary file in the same folder, which is synced
+/// and renamed over `out` (an existing file is replaced) only when `write` succeeds. On an error
+/// or a panic the temporary file is removed, and `out` is left as it was.
+fn write_atomic(out: &Path, write: impl FnOnce(&mut File) -> Result<(), Status>) -> Result<(), Status> {
     let dir = match out.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
@@ -264,15 +280,19 @@ fn write_atomic(out: &Path, data: &[u8]) -> Result<(), Status> {
         b.permissions(std::fs::Permissions::from_mode(0o644));
     }
     let mut tmp = b.tempfile_in(&dir).map_err(|_| BREVIS_ERROR_IO)?;
-    tmp.write_all(data).map_err(|_| BREVIS_ERROR_IO)?;
+    write(tmp.as_file_mut())?;
     tmp.as_file().sync_all().map_err(|_| BREVIS_ERROR_IO)?;
     tmp.persist(out).map_err(|_| BREVIS_ERROR_IO)?;
     Ok(())
 }
 
 /// Compresses the file at `src_path` into a new archive at `dst_path` (replaced if it exists;
-/// written to a temporary file in the same folder and renamed into place when complete).
-/// `opts` NULL uses the defaults. The input must not be truncated by another process meanwhile.
+/// written to a temporary file in the same folder and renamed into place when complete; on error
+/// nothing is left behind and an existing `dst_path` is unchanged). The input is read in windows
+/// and the archive written as it is made: memory stays near `BREVIS_OPTION_MEMORY_LIMIT` (about
+/// `BREVIS_OPTION_THREADS` x `BREVIS_OPTION_CHUNK_BYTES` x 6 at most, plus the index) whatever
+/// the file size. The archive is the one `brevis_compress` makes of the same bytes. `opts` NULL
+/// uses the defaults. The input must not change meanwhile (a change of size is an error).
 ///
 /// # Safety
 /// `src_path` and `dst_path` must be NUL-terminated strings, `opts` NULL or a live handle.
@@ -282,21 +302,24 @@ pub unsafe extern "C" fn brevis_compress_file(
     dst_path: *const c_char,
     opts: *const brevis_options,
 ) -> c_int {
-    guard(|| {
-        // SAFETY (all three): by the caller's contract.
-        let src_path = path_of(unsafe { in_cstr(src_path) }?)?;
-        let dst_path = path_of(unsafe { in_cstr(dst_path) }?)?;
-        let o = unsafe { options_or_default(opts) };
-        o.maybe_panic();
-        let input = read_input(&src_path)?;
-        let archive = crate::compress(&input, &o.compress)?;
-        write_atomic(&dst_path, &archive)
-    })
+    // SAFETY: the caller's contract is `entry`'s.
+    unsafe {
+        entry(PathIn(src_path), PathIn(dst_path), opts, |src, dst, o| {
+            let input = open_input(&src)?;
+            write_atomic(&dst, |out| {
+                crate::compress_file(&input, out, &o.compress)?;
+                Ok(())
+            })
+        })
+    }
 }
 
 /// Decompresses the archive at `src_path` into `dst_path` (replaced if it exists; written to a
-/// temporary file in the same folder and renamed into place when complete). `opts` NULL uses the
-/// defaults; `BREVIS_OPTION_MEMORY_LIMIT` bounds the size of the output held in memory.
+/// temporary file in the same folder and renamed into place when complete, every checksum
+/// verified; on error nothing is left behind and an existing `dst_path` is unchanged). The
+/// original is written as it is decoded, a batch of chunks at a time: memory stays near
+/// `BREVIS_OPTION_MEMORY_LIMIT` (about `BREVIS_OPTION_THREADS` x chunk size x 6 at most, plus
+/// the index) whatever the file size. `opts` NULL uses the defaults.
 ///
 /// # Safety
 /// `src_path` and `dst_path` must be NUL-terminated strings, `opts` NULL or a live handle.
@@ -306,77 +329,51 @@ pub unsafe extern "C" fn brevis_decompress_file(
     dst_path: *const c_char,
     opts: *const brevis_options,
 ) -> c_int {
-    guard(|| {
-        // SAFETY (all three): by the caller's contract.
-        let src_path = path_of(unsafe { in_cstr(src_path) }?)?;
-        let dst_path = path_of(unsafe { in_cstr(dst_path) }?)?;
-        let o = unsafe { options_or_default(opts) };
-        o.maybe_panic();
-        let input = read_input(&src_path)?;
-        let original = crate::decompress_with(&input, &o.decode)?;
-        write_atomic(&dst_path, &original)
-    })
+    // SAFETY: the caller's contract is `entry`'s.
+    unsafe {
+        entry(PathIn(src_path), PathIn(dst_path), opts, |src, dst, o| {
+            let input = open_input(&src)?;
+            write_atomic(&dst, |out| {
+                let mut w = std::io::BufWriter::with_capacity(1 << 20, out);
+                crate::decompress_file(&input, &mut w, &o.decode)?;
+                w.flush().map_err(|_| BREVIS_ERROR_IO)
+            })
+        })
+    }
 }
+
+/// The safetensors builder of the integration tests (one builder for every test).
+#[cfg(test)]
+#[path = "../../tests/support/st.rs"]
+mod st;
 
 #[cfg(test)]
 mod tests {
+    use super::st::*;
     use super::*;
-
-    /// A deterministic byte generator (xorshift), for incompressible data.
-    fn noise(n: usize, mut s: u64) -> Vec<u8> {
-        (0..n)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                s as u8
-            })
-            .collect()
-    }
-
-    fn safetensors(entries: &[(String, &str, Vec<u64>, usize)], data: &[u8]) -> Vec<u8> {
-        let mut h = String::from("{");
-        let mut pos = 0;
-        for (i, (name, dtype, shape, n)) in entries.iter().enumerate() {
-            if i > 0 {
-                h.push(',');
-            }
-            let shape: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
-            h += &format!(
-                r#""{name}":{{"dtype":"{dtype}","shape":[{}],"data_offsets":[{pos},{}]}}"#,
-                shape.join(","),
-                pos + n
-            );
-            pos += n;
-        }
-        h.push('}');
-        let mut f = (h.len() as u64).to_le_bytes().to_vec();
-        f.extend_from_slice(h.as_bytes());
-        f.extend_from_slice(&data[..pos]);
-        f
-    }
 
     /// Inputs built to make the index as large as possible next to the file.
     fn hostile_inputs() -> Vec<Vec<u8>> {
-        let mut v: Vec<Vec<u8>> = (0..40).map(|n| noise(n, n as u64 + 1)).collect();
-        v.push(noise(200_000, 7));
+        let mut rng = Rng(1);
+        let mut v: Vec<Vec<u8>> = (0..40).map(|n| rng.bytes(n)).collect();
+        v.push(rng.bytes(200_000));
         // Many empty tensors with random names: a file that is all header.
-        let names = |k: usize, len: usize| -> Vec<String> {
-            (0..k).map(|i| noise(len, i as u64 + 99).iter().map(|b| (b'a' + b % 26) as char).collect()).collect()
-        };
-        let d = noise(1 << 16, 3);
         for (k, len) in [(1, 0), (1, 1), (50, 1), (2000, 0), (500, 40)] {
-            let e: Vec<_> =
-                names(k, len).into_iter().enumerate().map(|(i, n)| (format!("{n}{i}"), "F32", vec![0], 0)).collect();
-            v.push(safetensors(&e, &d));
+            let ts: Vec<Tensor> = (0..k)
+                .map(|i| {
+                    let name: String = (0..len).map(|_| (b'a' + rng.below(26) as u8) as char).collect();
+                    tensor(&format!("{name}{i}"), "F32", &[0], Vec::new())
+                })
+                .collect();
+            v.push(file(&ts, None));
         }
         // Many one-byte and one-word tensors of noise; long shapes.
-        let e: Vec<_> = (0..3000).map(|i| (format!("{i}"), "U8", vec![1], 1)).collect();
-        v.push(safetensors(&e, &d));
-        let e: Vec<_> = (0..2000).map(|i| (format!("{i}"), "F32", vec![1, 1, 1, 1, 1, 1, 1], 4)).collect();
-        v.push(safetensors(&e, &d));
-        let e: Vec<_> = (0..8).map(|i| (format!("t{i}"), "BF16", vec![4096], 8192)).collect();
-        v.push(safetensors(&e, &d));
+        let ts: Vec<Tensor> = (0..3000).map(|i| tensor(&format!("{i}"), "U8", &[1], rng.bytes(1))).collect();
+        v.push(file(&ts, None));
+        let ts: Vec<Tensor> = (0..2000).map(|i| tensor(&format!("{i}"), "F32", &[1; 7], rng.bytes(4))).collect();
+        v.push(file(&ts, None));
+        let ts: Vec<Tensor> = (0..8).map(|i| tensor(&format!("t{i}"), "BF16", &[4096], rng.bytes(8192))).collect();
+        v.push(file(&ts, None));
         v
     }
 
@@ -408,7 +405,7 @@ mod tests {
 
     #[test]
     fn past_the_bound_the_raw_archive_takes_over() {
-        let input = noise(6000, 5);
+        let input = Rng(5).bytes(6000);
         let tiny = Options { chunk_bytes: 1, threads: 1, ..Options::default() };
         let bound = brevis_compress_bound(input.len());
         assert!(crate::compress(&input, &tiny).unwrap().len() > bound, "one-byte chunks should exceed the bound");

@@ -12,9 +12,9 @@
 //! - `*_free(NULL)` is a no-op; handles are opaque, and new settings arrive as new
 //!   `brevis_option` keys, so no public struct changes size.
 //!
-//! Test hook: `brevis_options_set(o, TEST_PANIC_KEY, 1)` (a key outside `brevis_option`, kept out of
-//! the header) makes the next call that uses `o` panic inside a worker thread, to show that the
-//! panic comes back as `BREVIS_ERROR_PANIC`.
+//! Test hook (`options::test_hook`, in the builds `cargo test` makes only): a `brevis_options_set`
+//! key outside `brevis_option`, kept out of the header, makes the next call that uses the handle
+//! panic inside a worker thread, to show that the panic comes back as `BREVIS_ERROR_PANIC`.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![allow(non_camel_case_types)]
@@ -163,6 +163,117 @@ unsafe fn in_cstr<'a>(p: *const c_char) -> Result<&'a [u8], Status> {
     }
     // SAFETY: non-NULL and NUL-terminated by the caller's contract.
     Ok(unsafe { std::ffi::CStr::from_ptr(p) }.to_bytes())
+}
+
+/// A C argument, as the caller passed it (pointers and sizes), and the checked Rust value it
+/// stands for.
+trait Arg<'a> {
+    type Checked;
+    /// NULL-checks and converts the argument.
+    ///
+    /// # Safety
+    /// Its pointers must be valid as the entry point's own `# Safety` section says, for `'a`.
+    unsafe fn check(self) -> Result<Self::Checked, Status>;
+}
+
+/// A buffer to read, `(p, len)`; `(NULL, 0)` is the empty buffer.
+struct In(*const u8, usize);
+
+/// A buffer to write, `(p, capacity)`, and the required out-pointer that receives the size of
+/// what was written.
+struct Out(*mut u8, usize, *mut usize);
+
+/// A required out-pointer.
+struct Ref<T>(*mut T);
+
+/// A checked [`Out`]: the result and its size are written together, on success only.
+struct Output<'a> {
+    buf: &'a mut [u8],
+    size: &'a mut usize,
+}
+
+impl Output<'_> {
+    fn capacity(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Copies `bytes` into the buffer and sets the size (`BREVIS_ERROR_DST_TOO_SMALL` if they
+    /// do not fit).
+    fn put(self, bytes: &[u8]) -> Result<(), Status> {
+        self.fill(bytes.len() as u64, |b| {
+            b.copy_from_slice(bytes);
+            Ok(())
+        })
+    }
+
+    /// Lets `write` fill the first `n` bytes of the buffer (`BREVIS_ERROR_DST_TOO_SMALL`
+    /// before it runs if they do not fit), then sets the size if it succeeded.
+    fn fill(self, n: u64, write: impl FnOnce(&mut [u8]) -> Result<(), Status>) -> Result<(), Status> {
+        if n > self.buf.len() as u64 {
+            return Err(BREVIS_ERROR_DST_TOO_SMALL);
+        }
+        write(&mut self.buf[..n as usize])?;
+        *self.size = n as usize;
+        Ok(())
+    }
+}
+
+impl<'a> Arg<'a> for In {
+    type Checked = &'a [u8];
+    unsafe fn check(self) -> Result<&'a [u8], Status> {
+        // SAFETY: by the caller's contract.
+        unsafe { in_slice(self.0, self.1) }
+    }
+}
+
+impl<'a> Arg<'a> for Out {
+    type Checked = Output<'a>;
+    unsafe fn check(self) -> Result<Output<'a>, Status> {
+        // SAFETY (both): by the caller's contract.
+        let buf = unsafe { out_slice(self.0, self.1) }?;
+        let size = unsafe { out_ref(self.2) }?;
+        Ok(Output { buf, size })
+    }
+}
+
+impl<'a, T: 'a> Arg<'a> for Ref<T> {
+    type Checked = &'a mut T;
+    unsafe fn check(self) -> Result<&'a mut T, Status> {
+        // SAFETY: by the caller's contract.
+        unsafe { out_ref(self.0) }
+    }
+}
+
+/// Two arguments checked in order, as one (an input and its reference, say).
+impl<'a, A: Arg<'a>, B: Arg<'a>> Arg<'a> for (A, B) {
+    type Checked = (A::Checked, B::Checked);
+    unsafe fn check(self) -> Result<Self::Checked, Status> {
+        // SAFETY (both): by the caller's contract.
+        Ok((unsafe { self.0.check() }?, unsafe { self.1.check() }?))
+    }
+}
+
+/// The preamble of the entry points that take an input, an output and settings: inside
+/// [`guard`], checks `input` then `output` (NULL pointers, sizes), takes the settings (a copy
+/// of `*opts`, the defaults for NULL; the test hook runs here), then runs `body`. Outputs are
+/// written by `body` on success only.
+///
+/// # Safety
+/// The arguments' pointers must be valid as the entry point's `# Safety` section says, for
+/// `'a`; `opts` must be NULL or a live handle.
+unsafe fn entry<'a, I: Arg<'a>, O: Arg<'a>>(
+    input: I,
+    output: O,
+    opts: *const brevis_options,
+    body: impl FnOnce(I::Checked, O::Checked, &brevis_options) -> Result<(), Status>,
+) -> c_int {
+    guard(|| {
+        // SAFETY (all three): by the caller's contract.
+        let input = unsafe { input.check() }?;
+        let output = unsafe { output.check() }?;
+        let settings = unsafe { settings(opts) };
+        body(input, output, &settings)
+    })
 }
 
 /// A static message for a status code ("unknown error code" for a code this library does not

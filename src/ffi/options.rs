@@ -7,48 +7,76 @@ use crate::{DecodeOptions, Options};
 /// Create with `brevis_options_new`, release with `brevis_options_free`. A handle may be shared
 /// by threads that only read it (pass it to calls); setting a key while another thread uses the
 /// handle is a data race.
+#[derive(Clone)]
 pub struct brevis_options {
     pub(crate) compress: Options,
     pub(crate) decode: DecodeOptions,
-    /// Test hook (see the module documentation).
+    /// The test hook's setting (see [`test_hook`]).
+    #[cfg(any(test, feature = "test-hooks"))]
     test_panic: bool,
+}
+
+/// Test hook: `brevis_options_set(o, test_hook::KEY, 1)` makes the next call that uses `o` panic
+/// inside a worker thread, to show that the panic comes back as `BREVIS_ERROR_PANIC`. The key is
+/// outside `brevis_option` and kept out of the header. It is compiled only into the library's
+/// own unit tests and into builds with the `test-hooks` feature, which Cargo.toml's self
+/// dev-dependency turns on for `cargo test` alone: a `cargo build` library rejects the key as it
+/// rejects any unknown key (tests/ffi_release.rs checks the release library).
+#[cfg(any(test, feature = "test-hooks"))]
+pub(crate) mod test_hook {
+    use std::ffi::c_int;
+
+    /// The test hook's key, 0x7e570001 (ctests/test_api.c and tests/ffi_api.rs use the number).
+    pub const KEY: c_int = 0x7e57_0001;
+
+    /// Panics inside a rayon worker thread.
+    pub fn panic_in_a_worker() {
+        use rayon::prelude::*;
+        (0..4).into_par_iter().for_each(|i| {
+            if i == 3 {
+                panic!("brevis: panic requested through the test-only option");
+            }
+        });
+    }
 }
 
 impl brevis_options {
     fn defaults() -> Self {
-        brevis_options { compress: Options::default(), decode: DecodeOptions::default(), test_panic: false }
+        brevis_options {
+            compress: Options::default(),
+            decode: DecodeOptions::default(),
+            #[cfg(any(test, feature = "test-hooks"))]
+            test_panic: false,
+        }
     }
 
-    /// Panics inside a worker thread when the test hook is set.
-    pub(crate) fn maybe_panic(&self) {
+    /// Runs the test hook when it is set (and compiled in).
+    fn run_test_hook(&self) {
+        #[cfg(any(test, feature = "test-hooks"))]
         if self.test_panic {
-            use rayon::prelude::*;
-            (0..4).into_par_iter().for_each(|i| {
-                if i == 3 {
-                    panic!("brevis: panic requested through the test-only option");
-                }
-            });
+            test_hook::panic_in_a_worker();
         }
     }
 }
 
-/// The settings `opts` points to, or the defaults for NULL.
+/// The settings of one call: a copy of what `opts` points to, or the defaults for NULL. Runs
+/// the test hook.
 ///
 /// # Safety
 /// A non-NULL `opts` must come from `brevis_options_new` and not be freed.
-pub(crate) unsafe fn options_or_default(opts: *const brevis_options) -> brevis_options {
+pub(crate) unsafe fn settings(opts: *const brevis_options) -> brevis_options {
     // SAFETY: by the caller's contract.
-    match unsafe { opts.as_ref() } {
-        Some(o) => brevis_options { compress: o.compress.clone(), decode: o.decode.clone(), test_panic: o.test_panic },
-        None => brevis_options::defaults(),
-    }
+    let o = unsafe { opts.as_ref() }.map_or_else(brevis_options::defaults, brevis_options::clone);
+    o.run_test_hook();
+    o
 }
 
 /// Keys of `brevis_options_set`. The values are fixed and never reused.
 #[repr(C)]
 pub enum brevis_option {
-    /// Worker threads for compression and decompression; 0 (the default) uses every core.
-    /// Range 0 to 1024.
+    /// Worker threads for compression and decompression, and the size of the pool in which a
+    /// handle of `brevis_archive_open_with_options` decodes tensors; 0 (the default) uses every
+    /// core. Range 0 to 1024.
     BREVIS_OPTION_THREADS = 1,
     /// Target bytes of original data per chunk; chunks decode independently, and smaller chunks
     /// give finer random access at some cost in size. Range 1 to 67108864 (64 MiB); default
@@ -57,9 +85,15 @@ pub enum brevis_option {
     /// Search budget: elements of each tensor on which candidate programs are compared. More is
     /// slower and may find smaller programs. At least 1; default 262144.
     BREVIS_OPTION_SAMPLE_ELEMS = 3,
-    /// Memory limit of decompression, in bytes: bounds what reading an archive's index may
-    /// allocate (`brevis_decompress_with_options`, `brevis_decompress_file`) and the output that
-    /// `brevis_decompress_file` holds in memory. At least 0; default 2^40.
+    /// Memory limit, in bytes. Decompression: bounds what reading an archive's index may
+    /// allocate (every call that reads an archive), the largest tensor
+    /// `brevis_archive_decode_tensor` decodes from a handle of `brevis_archive_open_with_options`,
+    /// and the working memory of `brevis_decompress_file` (the chunks decoded at once: the output
+    /// is streamed to the file, never held whole). Compression: the working memory to aim for
+    /// (the chunks coded at once; `brevis_compress_file` reads the input in windows, whatever its
+    /// size) and the largest safetensors header read. An index or a header above the limit fails
+    /// with `BREVIS_ERROR_LIMIT`. At least 0; default 2^40 for decompression, 1073741824 (1 GiB)
+    /// for compression.
     BREVIS_OPTION_MEMORY_LIMIT = 4,
     /// 1 (the default): decompression verifies the whole-file checksum; 0: it does not (chunk
     /// checksums are always verified).
@@ -72,9 +106,6 @@ pub enum brevis_option {
 #[repr(transparent)]
 #[derive(Clone, Copy, Debug)]
 pub struct BrevisOptionKey(pub c_int);
-
-/// The test hook's key: outside `brevis_option`, and not in the header.
-pub const TEST_PANIC_KEY: c_int = 0x7e57_0001;
 
 /// A new settings handle with every key at its default, or NULL if it cannot be allocated.
 #[no_mangle]
@@ -108,9 +139,14 @@ pub unsafe extern "C" fn brevis_options_set(o: *mut brevis_options, key: BrevisO
             k if k == BREVIS_OPTION_SAMPLE_ELEMS as c_int => {
                 o.compress.sample_elems = range(1, isize::MAX as i64)? as usize;
             }
-            k if k == BREVIS_OPTION_MEMORY_LIMIT as c_int => o.decode.memory_limit = range(0, i64::MAX)? as u64,
+            k if k == BREVIS_OPTION_MEMORY_LIMIT as c_int => {
+                let n = range(0, i64::MAX)? as u64;
+                o.compress.memory_limit = n;
+                o.decode.memory_limit = n;
+            }
             k if k == BREVIS_OPTION_VERIFY as c_int => o.decode.verify = range(0, 1)? == 1,
-            TEST_PANIC_KEY => o.test_panic = range(0, 1)? == 1,
+            #[cfg(any(test, feature = "test-hooks"))]
+            test_hook::KEY => o.test_panic = range(0, 1)? == 1,
             _ => return Err(BREVIS_ERROR_INVALID_ARGUMENT),
         }
         Ok(())

@@ -44,10 +44,25 @@ public final class Archive implements AutoCloseable {
 
     /** Opens an archive, checking its header and index. */
     public Archive(byte[] archive) {
+        this(archive, null);
+    }
+
+    /**
+     * Opens an archive with settings that it keeps: {@code memoryLimit} bounds the index and the
+     * largest tensor it decodes (a LIMIT error above it); {@code threads} > 0 gives it its own pool of
+     * that many threads to decode tensors in (0: one thread per core, shared).
+     */
+    public Archive(byte[] archive, Brevis.Options opts) {
         data = new Memory(Math.max(archive.length, 1));
         data.write(0, archive, 0, archive.length);
         PointerByReference out = new PointerByReference();
-        int rc = Native.LIB.brevis_archive_open(data, archive.length, out);
+        Pointer h = opts == null ? null : opts.handle();
+        int rc;
+        try {
+            rc = Native.LIB.brevis_archive_open_with_options(data, archive.length, h, out);
+        } finally {
+            Native.LIB.brevis_options_free(h);
+        }
         if (rc != 0) {
             data.close();
             throw new BrevisException(rc, "open archive");

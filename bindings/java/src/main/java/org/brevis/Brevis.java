@@ -26,7 +26,7 @@ public final class Brevis {
         public Options chunkBytes(int n) { chunkBytes = n; return this; }
         /** Search budget: elements of each tensor on which programs are compared. */
         public Options sampleElems(int n) { sampleElems = n; return this; }
-        /** Decompression memory limit, in bytes. */
+        /** Memory limit, in bytes (BREVIS_OPTION_MEMORY_LIMIT). */
         public Options memoryLimit(long n) { memoryLimit = n; return this; }
         /** Whether decompression checks the whole-file checksum. */
         public Options verify(boolean v) { verify = v ? 1 : 0; return this; }
@@ -70,11 +70,7 @@ public final class Brevis {
 
     /** Compresses {@code src} (any file; safetensors gets a program per tensor). */
     public static byte[] compress(byte[] src, Options opts) {
-        long bound = compressBound(src.length);
-        if (bound > Integer.MAX_VALUE - 8) {
-            throw new BrevisException(BrevisException.LIMIT, "compress: input too large for a Java array");
-        }
-        byte[] dst = new byte[(int) bound];
+        byte[] dst = new byte[outputSize(compressBound(src.length), "compress")];
         LongByReference n = new LongByReference();
         Pointer h = opts == null ? null : opts.handle();
         try {
@@ -98,20 +94,65 @@ public final class Brevis {
 
     /** Restores the original bytes of {@code archive}. */
     public static byte[] decompress(byte[] archive, Options opts) {
-        long size = decompressedSize(archive);
-        if (size > Integer.MAX_VALUE - 8 || (opts != null && opts.memoryLimit >= 0 && size > opts.memoryLimit)) {
-            throw new BrevisException(BrevisException.LIMIT, "decompress");
-        }
-        byte[] dst = new byte[(int) size];
+        return decompress("decompress", archive, opts, (dst, h, n) ->
+                Native.LIB.brevis_decompress_with_options(archive, archive.length, dst, dst.length, h, n));
+    }
+
+    /**
+     * Compresses {@code src} against the reference checkpoint {@code reference} (a safetensors
+     * file, or an archive of one): tensors that match one of the reference (a fine-tune of its
+     * base) are coded against it where that is smaller. Decompressing needs the same reference.
+     */
+    public static byte[] compressWithRef(byte[] src, byte[] reference, Options opts) {
+        byte[] dst = new byte[outputSize(compressBound(src.length), "compressWithRef")];
         LongByReference n = new LongByReference();
         Pointer h = opts == null ? null : opts.handle();
         try {
-            BrevisException.check(
-                    Native.LIB.brevis_decompress_with_options(archive, archive.length, dst, dst.length, h, n),
-                    "decompress");
+            BrevisException.check(Native.LIB.brevis_compress_with_ref(src, src.length, reference, reference.length,
+                    dst, dst.length, h, n), "compressWithRef");
+        } finally {
+            Native.LIB.brevis_options_free(h);
+        }
+        return Arrays.copyOf(dst, (int) n.getValue());
+    }
+
+    /**
+     * Restores an archive made by {@link #compressWithRef}, given the same reference; a missing or
+     * different reference throws a {@link BrevisException} with code {@code INVALID_ARGUMENT}.
+     */
+    public static byte[] decompressWithRef(byte[] archive, byte[] reference, Options opts) {
+        return decompress("decompressWithRef", archive, opts, (dst, h, n) ->
+                Native.LIB.brevis_decompress_with_ref_and_options(archive, archive.length, reference,
+                        reference.length, dst, dst.length, h, n));
+    }
+
+    /** One decompression call into {@code dst}, with the settings handle {@code h}. */
+    private interface DecodeCall {
+        int call(byte[] dst, Pointer h, LongByReference n);
+    }
+
+    /** Sizes the output of {@code archive}, checks it against the memory limit, and decodes into it. */
+    private static byte[] decompress(String what, byte[] archive, Options opts, DecodeCall call) {
+        long size = decompressedSize(archive);
+        if (opts != null && opts.memoryLimit >= 0 && size > opts.memoryLimit) {
+            throw new BrevisException(BrevisException.LIMIT, what);
+        }
+        byte[] dst = new byte[outputSize(size, what)];
+        LongByReference n = new LongByReference();
+        Pointer h = opts == null ? null : opts.handle();
+        try {
+            BrevisException.check(call.call(dst, h, n), what);
         } finally {
             Native.LIB.brevis_options_free(h);
         }
         return dst;
+    }
+
+    /** {@code size} as the length of a Java array, or a LIMIT error. */
+    private static int outputSize(long size, String what) {
+        if (size > Integer.MAX_VALUE - 8) {
+            throw new BrevisException(BrevisException.LIMIT, what + ": too large for a Java array");
+        }
+        return (int) size;
     }
 }

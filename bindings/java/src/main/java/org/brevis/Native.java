@@ -43,13 +43,19 @@ interface Native extends Library {
     int brevis_decompress_with_options(byte[] src, long srcSize, byte[] dst, long dstCapacity, Pointer opts,
             LongByReference dstSize);
 
+    int brevis_compress_with_ref(byte[] src, long srcSize, byte[] reference, long referenceSize, byte[] dst,
+            long dstCapacity, Pointer opts, LongByReference dstSize);
+
+    int brevis_decompress_with_ref_and_options(byte[] src, long srcSize, byte[] reference, long referenceSize,
+            byte[] dst, long dstCapacity, Pointer opts, LongByReference dstSize);
+
     Pointer brevis_options_new();
 
     int brevis_options_set(Pointer o, int key, long value);
 
     void brevis_options_free(Pointer o);
 
-    int brevis_archive_open(Pointer src, long srcSize, PointerByReference out);
+    int brevis_archive_open_with_options(Pointer src, long srcSize, Pointer opts, PointerByReference out);
 
     long brevis_archive_tensor_count(Pointer a);
 

@@ -96,4 +96,51 @@ public class BrevisTest {
         closed.close();
         assertThrows(IllegalStateException.class, () -> closed.tensor(0));
     }
+
+    /** A fine-tuned copy of a checkpoint: the lowest bit of every 7th byte of its data flipped
+     * (tests/support/tools.rs derives it the same way). */
+    static byte[] nudged(byte[] checkpoint) {
+        byte[] out = checkpoint.clone();
+        long start = 8 + ByteBuffer.wrap(checkpoint, 0, 8).order(ByteOrder.LITTLE_ENDIAN).getLong();
+        for (long i = start; i < out.length; i += 7) {
+            out[(int) i] ^= 1;
+        }
+        return out;
+    }
+
+    @Test
+    public void referenceRoundTrip() {
+        byte[] tuned = nudged(original);
+        byte[] packed = Brevis.compressWithRef(tuned, original, new Brevis.Options().threads(2));
+        assertTrue(packed.length < Brevis.compress(tuned, new Brevis.Options().threads(2)).length);
+        assertArrayEquals(tuned, Brevis.decompressWithRef(packed, original, new Brevis.Options().threads(1)));
+        assertEquals(BrevisException.INVALID_ARGUMENT,
+                assertThrows(BrevisException.class, () -> Brevis.decompress(packed)).code());
+        assertEquals(BrevisException.INVALID_ARGUMENT,
+                assertThrows(BrevisException.class, () -> Brevis.decompressWithRef(packed, tuned, null)).code());
+        assertEquals(BrevisException.LIMIT, assertThrows(BrevisException.class,
+                () -> Brevis.decompressWithRef(packed, original, new Brevis.Options().memoryLimit(16))).code());
+    }
+
+    @Test
+    public void archiveWithOptions() {
+        int largest = 0;
+        long largestBytes;
+        try (Archive a = new Archive(archive, new Brevis.Options().threads(2))) {
+            for (int i = 0; i < a.size(); i++) {
+                Archive.TensorInfo t = a.tensors().get(i);
+                assertArrayEquals(Arrays.copyOfRange(original, (int) t.offset, (int) (t.offset + t.nbytes)), a.tensor(i));
+                if (t.nbytes > a.tensors().get(largest).nbytes) {
+                    largest = i;
+                }
+            }
+            largestBytes = a.tensors().get(largest).nbytes;
+        }
+        final int big = largest;
+        try (Archive a = new Archive(archive, new Brevis.Options().threads(2).memoryLimit(largestBytes - 1))) {
+            assertEquals(BrevisException.LIMIT, assertThrows(BrevisException.class, () -> a.tensor(big)).code());
+        }
+        assertEquals(BrevisException.LIMIT, assertThrows(BrevisException.class,
+                () -> new Archive(archive, new Brevis.Options().memoryLimit(16))).code());
+    }
 }

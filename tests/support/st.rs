@@ -1,6 +1,7 @@
-//! Shared by the integration tests: builds safetensors files byte by byte (8-byte LE header
-//! length, JSON header with dtype/shape/data_offsets and optional `__metadata__`, padded with
-//! spaces to a multiple of 8, then the data), and makes test data.
+//! Builds safetensors files byte by byte (8-byte LE header length, JSON header with
+//! dtype/shape/data_offsets and optional `__metadata__`, padded with spaces to a multiple of 8,
+//! then the data), and makes test data. The one builder of every test: integration tests reach
+//! it as `support::st`, the unit tests of src/ffi/codec.rs include this file by path.
 #![allow(dead_code)]
 
 /// SplitMix64.
