@@ -851,8 +851,8 @@ impl EncSym {
             return EncSym::default();
         }
         let l = ceil_log2(f as u64);
-        let m = ((1u128 << (32 + l)) + f as u128 - 1) / f as u128;
-        debug_assert!(m >= 1 << 32 && m < 1 << 33);
+        let m = (1u128 << (32 + l)).div_ceil(f as u128);
+        debug_assert!((1 << 32..1 << 33).contains(&m));
         EncSym { rcp: (m - (1 << 32)) as u32, freq: f, cum, cmpl: (1 << p) - f, l }
     }
 
@@ -1469,8 +1469,8 @@ mod avx2 {
             _mm256_storeu_si256(st.x.as_mut_ptr().add(8 * g) as *mut __m256i, x[g]);
             let mut p = [0u32; 8];
             _mm256_storeu_si256(p.as_mut_ptr() as *mut __m256i, pv[g]);
-            for j in 0..8 {
-                st.prev[8 * g + j] = p[j] as u8;
+            for (d, &v) in st.prev[8 * g..8 * g + 8].iter_mut().zip(&p) {
+                *d = v as u8;
             }
         }
         st.pos = pos;
@@ -1777,7 +1777,9 @@ mod tests {
         let mut seed = 9;
         for f in 1..=4096u32 {
             let e = EncSym::new(f, 0, 12);
-            for x in [0u32, 1, f - 1, f, f.wrapping_add(1), u32::MAX, u32::MAX - f, lcg(&mut seed) as u32 * 3] {
+            for x in
+                [0u32, 1, f - 1, f, f.wrapping_add(1), u32::MAX, u32::MAX - f, (lcg(&mut seed) as u32).wrapping_mul(3)]
+            {
                 assert_eq!(e.quotient(x), x / f, "x {x} f {f}");
             }
         }
