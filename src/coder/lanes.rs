@@ -54,7 +54,7 @@
 //! Decoding checks every state ends at `2^16` (the encoder's initial state), every word and escape is
 //! used, so truncation and most damage are detected.
 
-use crate::coder::bitio::{put_varint, BitReader, BitWriter, Bits32, ByteReader};
+use crate::coder::bitio::{put_varint, BitWriter, Bits32, ByteReader};
 use crate::error::{Error, Result};
 use crate::simd::Level;
 
@@ -186,9 +186,9 @@ impl PartialOrd for Key {
 }
 
 /// Integer-only normalization of weights to frequencies summing to `total` (zero weight: zero
-/// frequency, others at least 1): floors of the exact shares, then units added where `w / (2f + 1)`
-/// is largest or taken where `w / (2f - 1)` is smallest (the greedy optimum of `sum w log f`).
-/// `None` when no weight is positive or more are positive than `total`.
+/// frequency, others at least 1): the exact shares rounded to nearest, then units added where
+/// `w / (2f + 1)` is largest or taken where `w / (2f - 1)` is smallest (the greedy optimum of
+/// `sum w log f`). `None` when no weight is positive or more are positive than `total`.
 fn normalize(w: &[u128], total: u32) -> Option<Vec<u32>> {
     let sum: u128 = w.iter().sum();
     let used = w.iter().filter(|&&x| x > 0).count();
@@ -196,10 +196,39 @@ fn normalize(w: &[u128], total: u32) -> Option<Vec<u32>> {
         return None;
     }
     let mut f: Vec<u32> =
-        w.iter().map(|&x| if x == 0 { 0 } else { ((x * total as u128) / sum).max(1) as u32 }).collect();
+        w.iter().map(|&x| if x == 0 { 0 } else { ((2 * x * total as u128 + sum) / (2 * sum)).max(1) as u32 }).collect();
     let mut have: u64 = f.iter().map(|&x| x as u64).sum();
     let total = total as u64;
     use std::collections::BinaryHeap;
+    // A few units: linear scans (the same choices as the heaps below).
+    if have.abs_diff(total) <= 8 {
+        while have < total {
+            let mut b = Key { w: 0, d: 1, i: usize::MAX };
+            for (i, (&x, &fi)) in w.iter().zip(&f).enumerate() {
+                let k = Key { w: x, d: 2 * fi + 1, i };
+                if x > 0 && (b.i == usize::MAX || k > b) {
+                    b = k;
+                }
+            }
+            f[b.i] += 1;
+            have += 1;
+        }
+        while have > total {
+            let mut b = Key { w: 0, d: 1, i: usize::MAX };
+            for (i, (&x, &fi)) in w.iter().zip(&f).enumerate() {
+                // Smallest w / d first, ties by lower index: compare as the reversed heap does.
+                let k = Key { w: x, d: 2 * fi - (fi > 0) as u32, i };
+                let better = b.i == usize::MAX
+                    || (k.w * b.d as u128).cmp(&(b.w * k.d as u128)).then(b.i.cmp(&k.i)) == std::cmp::Ordering::Less;
+                if x > 0 && fi > 1 && better {
+                    b = k;
+                }
+            }
+            f[b.i] -= 1;
+            have -= 1;
+        }
+        return Some(f);
+    }
     if have < total {
         let mut heap: BinaryHeap<Key> =
             w.iter().enumerate().filter(|x| *x.1 > 0).map(|(i, &x)| Key { w: x, d: 2 * f[i] + 1, i }).collect();
@@ -372,8 +401,83 @@ fn signed_seq_bits(v: &[u32]) -> u64 {
     bits
 }
 
+/// LSB-first bit reader for the table part (the bits of [`BitWriter`]), with gamma codes read
+/// from the count of trailing zeros rather than bit by bit. Every read is bounds-checked.
+struct SpecReader<'a> {
+    data: &'a [u8],
+    pos: usize,
+    acc: u64,
+    n: u32,
+}
+
+impl<'a> SpecReader<'a> {
+    fn new(data: &'a [u8]) -> Self {
+        SpecReader { data, pos: 0, acc: 0, n: 0 }
+    }
+
+    #[inline]
+    fn refill(&mut self) {
+        while self.n <= 56 {
+            let Some(&b) = self.data.get(self.pos) else { break };
+            self.acc |= (b as u64) << self.n;
+            self.pos += 1;
+            self.n += 8;
+        }
+    }
+
+    /// Reads `bits <= 56` bits.
+    #[inline]
+    fn get(&mut self, bits: u32) -> Result<u64> {
+        debug_assert!(bits <= 56);
+        if self.n < bits {
+            self.refill();
+            if self.n < bits {
+                return Err(Error::corrupt("lanes: table ends early"));
+            }
+        }
+        let v = self.acc & ((1u64 << bits) - 1);
+        self.acc >>= bits;
+        self.n -= bits;
+        Ok(v)
+    }
+
+    fn gamma(&mut self) -> Result<u64> {
+        let mut len = 0u32;
+        loop {
+            self.refill();
+            if self.n == 0 {
+                return Err(Error::corrupt("lanes: table ends early"));
+            }
+            let z = self.acc.trailing_zeros().min(self.n);
+            len += z;
+            if len > 63 {
+                return Err(Error::corrupt("lanes: gamma code too long"));
+            }
+            if z < self.n {
+                // The zeros and the one.
+                self.acc >>= z + 1;
+                self.n -= z + 1;
+                break;
+            }
+            self.acc = 0;
+            self.n = 0;
+        }
+        let low = if len > 32 { self.get(32)? | self.get(len - 32)? << 32 } else { self.get(len)? };
+        Ok(1u64 << len | low)
+    }
+
+    fn gamma0(&mut self) -> Result<u64> {
+        Ok(self.gamma()? - 1)
+    }
+
+    /// Bytes consumed, a partly read byte counting as consumed.
+    fn bytes_consumed(&self) -> usize {
+        self.pos - (self.n / 8) as usize
+    }
+}
+
 /// Reads the table part: `Ok(None)` for one distinct symbol (returned in `single`).
-fn read_spec(r: &mut BitReader, single: &mut u16) -> Result<Option<Spec>> {
+fn read_spec(r: &mut SpecReader, single: &mut u16) -> Result<Option<Spec>> {
     let bad = |m: &str| Error::corrupt(format!("lanes: {m}"));
     let u = r.gamma()?;
     if u as usize > MAX_SYMBOLS {
@@ -533,6 +637,13 @@ fn max_symbol(symbols: &[u16]) -> u16 {
 /// Histogram of `symbols` (at least one): used symbols ascending with their counts.
 fn histogram(symbols: &[u16]) -> Vec<(u16, u64)> {
     let alphabet = max_symbol(symbols) as usize + 1;
+    if symbols.len() < 1 << 14 {
+        let mut c = vec![0u32; alphabet];
+        for &s in symbols {
+            c[s as usize] += 1;
+        }
+        return c.iter().enumerate().filter(|x| *x.1 > 0).map(|(s, &c)| (s as u16, c as u64)).collect();
+    }
     let mut total = vec![0u64; alphabet];
     // Four partial counts, so that runs of one symbol do not wait on each other's increments;
     // chunks keep the u32 partials from overflowing.
@@ -651,8 +762,16 @@ fn plan_order0(hist: &[(u16, u64)], n: usize, k_prec: u32) -> Plan {
         }
     };
     let q3 = qs(3);
+    // The estimate is about unimodal in the threshold: stop once it has grown twice in a row.
+    let (mut last, mut worse) = (f64::MAX, 0);
     for qt in candidates(&q3) {
-        consider(plan_one(hist, &q3, 3, k_prec, qt, n), &mut best);
+        let Some(p) = plan_one(hist, &q3, 3, k_prec, qt, n) else { continue };
+        worse = if p.est > last { worse + 1 } else { 0 };
+        last = p.est;
+        consider(Some(p), &mut best);
+        if worse >= 2 {
+            break;
+        }
     }
     // Coarser log-counts for the chosen escape set (cheaper tables for small blocks).
     let chosen = best.as_ref().and_then(|b| b.spec.as_ref()).map_or(0, |s| s.q_t);
@@ -670,14 +789,22 @@ fn plan_order0(hist: &[(u16, u64)], n: usize, k_prec: u32) -> Plan {
         };
         consider(plan_one(hist, &q, r, k_prec, qt, n), &mut best);
     }
-    // Lower precisions (smaller decode tables) for small blocks when they cost no more.
-    if n < 1 << 13 {
-        let b = best.as_ref().and_then(|b| b.spec.clone()).expect("a plan");
+    // Lower precisions for small blocks, where building the decode table costs about as much
+    // as decoding: the least `estimate * (1 + 2^p / 64 n)` (a table slot costs about half a
+    // symbol's decoding; 1% of size is worth about a third of the decoding time).
+    let mut best = best.expect("some escape threshold fits");
+    if n < 1 << 17 {
+        let score = |p: &Plan| p.est * (1.0 + (1u64 << p.model.prec) as f64 / (64.0 * n as f64));
+        let b = best.spec.clone().expect("a spec");
         for p in MIN_PREC..k_prec {
-            consider(plan_one(hist, &b.q, b.r_log, p, b.q_t, n), &mut best);
+            if let Some(c) = plan_one(hist, &b.q, b.r_log, p, b.q_t, n) {
+                if score(&c) < score(&best) {
+                    best = c;
+                }
+            }
         }
     }
-    best.expect("some escape threshold fits")
+    best
 }
 
 /// Adds context classes (thresholds on the previous symbol's rank) to a one-class plan when
@@ -1108,14 +1235,18 @@ fn build_tables(model: &Model) -> Tables {
     }
     let esc_idx = if model.escs.is_empty() { 256 } else { idx(c) };
     let total = 1usize << model.prec;
-    let mut tab = Vec::with_capacity(model.freqs.len() * total);
+    let mut tab = vec![0u32; model.freqs.len() * total];
+    let mut at = 0usize;
     for f in &model.freqs {
         for (r, &fr) in f.iter().enumerate() {
             let hi = (fr.wrapping_sub(1) & 0xFFF) | idx(r) << 24;
-            tab.extend((0..fr).map(|b| hi | b << 12));
+            for (b, e) in tab[at..at + fr as usize].iter_mut().enumerate() {
+                *e = hi | (b as u32) << 12;
+            }
+            at += fr as usize;
         }
     }
-    debug_assert_eq!(tab.len(), model.freqs.len() * total);
+    debug_assert_eq!(at, tab.len());
     let idx_thresholds: Vec<u32> = model.thresholds.iter().map(|&t| idx(t as usize)).collect();
     let mut class_off = [0u32; 256];
     for (i, o) in class_off.iter_mut().enumerate() {
@@ -1238,7 +1369,7 @@ pub fn decode_at(level: Level, input: &[u8], out: &mut [u16]) -> Result<usize> {
     if n == 0 {
         return Ok(0);
     }
-    let mut r = BitReader::new(input);
+    let mut r = SpecReader::new(input);
     let mut single = 0u16;
     let Some(spec) = read_spec(&mut r, &mut single)? else {
         out.fill(single);
@@ -1731,7 +1862,7 @@ mod tests {
         write_spec(&good, &mut w);
         assert_eq!(w.bit_len() as u64, spec_bits(&good));
         let bytes = w.finish();
-        assert_eq!(read_spec(&mut BitReader::new(&bytes), &mut 0).unwrap(), Some(good.clone()));
+        assert_eq!(read_spec(&mut SpecReader::new(&bytes), &mut 0).unwrap(), Some(good.clone()));
         let bad = [
             Spec { prec: 13, ..good.clone() },
             Spec { thresholds: vec![4], class_v: vec![vec![1; 4]; 2], ..good.clone() },
