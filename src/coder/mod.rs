@@ -5,6 +5,7 @@
 
 pub mod bitio;
 pub mod huffman;
+pub mod lanes;
 pub mod rans;
 
 use crate::error::{Error, Result};

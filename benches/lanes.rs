@@ -1,0 +1,117 @@
+//! The lanes coder against rANS and Huffman on a realistic source: bf16 weights drawn from a
+//! normal distribution (sd 0.02, round-to-nearest-even from f32), symbol `(w >> 4) & 0x7FF`
+//! (8 exponent bits and the top 3 mantissa bits, the usual `fields(e8,m7,k3)` head), N = 2^19.
+//! Prints the block size of each coder first.
+
+use brevis::coder::{huffman, lanes, rans};
+use brevis::simd;
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use std::time::Duration;
+
+const N: usize = 1 << 19;
+
+/// Standard normal deviates (Box-Muller over a xorshift generator).
+fn normals(n: usize, mut s: u64) -> Vec<f32> {
+    let mut next = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        ((s >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    };
+    let mut out = Vec::with_capacity(n + 1);
+    while out.len() < n {
+        let (u, v) = (next(), next());
+        let r = (-2.0 * u.ln()).sqrt();
+        let t = 2.0 * std::f64::consts::PI * v;
+        out.push((r * t.cos()) as f32);
+        out.push((r * t.sin()) as f32);
+    }
+    out.truncate(n);
+    out
+}
+
+fn symbols() -> Vec<u16> {
+    normals(N, 0x2545_f491_4f6c_dd1d).iter().map(|&z| (half::bf16::from_f32(0.02 * z).to_bits() >> 4) & 0x7FF).collect()
+}
+
+fn bench(c: &mut Criterion) {
+    let syms = symbols();
+    let mut sizes: Vec<(String, usize)> = Vec::new();
+    let mut lblock = Vec::new();
+    lanes::encode(&syms, lanes::Ctx::None, &mut lblock).unwrap();
+    sizes.push(("lanes none".into(), lblock.len()));
+    let mut lprev = Vec::new();
+    lanes::encode(&syms, lanes::Ctx::Prev, &mut lprev).unwrap();
+    sizes.push(("lanes prev".into(), lprev.len()));
+    let mut r0 = Vec::new();
+    rans::encode(&syms, rans::Ctx::None, &mut r0);
+    sizes.push(("rans none".into(), r0.len()));
+    let mut r1 = Vec::new();
+    rans::encode(&syms, rans::Ctx::Back(1), &mut r1);
+    sizes.push(("rans back1".into(), r1.len()));
+    let mut hb = Vec::new();
+    huffman::encode(&syms, &mut hb);
+    sizes.push(("huffman".into(), hb.len()));
+    eprintln!("sizes of {N} symbols (bytes; vs rans none):");
+    for (name, s) in &sizes {
+        eprintln!("  {name:12} {s:8}  {:+.3}%", (*s as f64 / r0.len() as f64 - 1.0) * 100.0);
+    }
+
+    let mut g = c.benchmark_group("lanes");
+    g.sample_size(20).measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_millis(500));
+    g.throughput(Throughput::Elements(N as u64));
+    for level in simd::available() {
+        let mut out = vec![0u16; N];
+        g.bench_function(BenchmarkId::new("lanes_decode", level.name()), |b| {
+            b.iter(|| lanes::decode_at(level, &lblock, &mut out).unwrap())
+        });
+        assert!(out == syms);
+    }
+    g.bench_function("lanes_encode", |b| {
+        b.iter(|| {
+            let mut out = Vec::new();
+            lanes::encode(&syms, lanes::Ctx::None, &mut out).unwrap();
+            out
+        })
+    });
+    g.bench_function("lanes_encode_prev", |b| {
+        b.iter(|| {
+            let mut out = Vec::new();
+            lanes::encode(&syms, lanes::Ctx::Prev, &mut out).unwrap();
+            out
+        })
+    });
+    g.bench_function("lanes_encoded_len", |b| b.iter(|| lanes::encoded_len(&syms, lanes::Ctx::None).unwrap()));
+    for (name, ctx, block) in [("none", rans::Ctx::None, &r0), ("back1", rans::Ctx::Back(1), &r1)] {
+        g.bench_function(BenchmarkId::new("rans_decode", name), |b| {
+            b.iter(|| {
+                let mut out = Vec::with_capacity(N);
+                rans::decode(block, N, ctx, &mut out).unwrap();
+                out
+            })
+        });
+    }
+    g.bench_function("huffman_decode", |b| {
+        b.iter(|| {
+            let mut out = Vec::with_capacity(N);
+            huffman::decode(&hb, N, &mut out).unwrap();
+            out
+        })
+    });
+    g.finish();
+
+    // The same decodes as bytes of u16 output per second.
+    let mut g = c.benchmark_group("lanes_bytes");
+    g.sample_size(20).measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_millis(300));
+    g.throughput(Throughput::Bytes(2 * N as u64));
+    for level in simd::available() {
+        let mut out = vec![0u16; N];
+        g.bench_function(BenchmarkId::new("lanes_decode", level.name()), |b| {
+            b.iter(|| lanes::decode_at(level, &lblock, &mut out).unwrap())
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

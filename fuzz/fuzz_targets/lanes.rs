@@ -1,0 +1,50 @@
+//! The lanes coder. First byte even: the rest is `n` (u16 LE, below 8192) and a block to decode:
+//! an error or `n` symbols, never a panic, and the same result at every SIMD level. First byte
+//! odd: the rest is symbols (u16 LE, masked to `data[0] >> 2` bits + 1) to encode with
+//! `Ctx::Prev` when bit 1 is set: decoding must give them back, and `encoded_len` the size.
+#![no_main]
+use brevis::coder::lanes;
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&mode, rest)) = data.split_first() else { return };
+    let levels = brevis::simd::available();
+    if mode & 1 == 0 {
+        if rest.len() < 2 {
+            return;
+        }
+        let n = u16::from_le_bytes([rest[0], rest[1]]) as usize % 8192;
+        let block = &rest[2..];
+        let mut first: Option<(Result<usize, String>, Vec<u16>)> = None;
+        for &l in &levels {
+            let mut out = vec![0u16; n];
+            let r = lanes::decode_at(l, block, &mut out).map_err(|e| e.to_string());
+            if let Ok(used) = r {
+                assert!(used <= block.len());
+            }
+            let got = (r.clone(), if r.is_ok() { out } else { Vec::new() });
+            match &first {
+                None => first = Some(got),
+                Some(f) => assert!(f.0.is_ok() == got.0.is_ok() && f.1 == got.1, "levels disagree"),
+            }
+        }
+    } else {
+        let bits = 1 + (mode >> 2) as u32 % 16;
+        let mask = if bits == 16 { u16::MAX } else { (1u16 << bits) - 1 };
+        let syms: Vec<u16> = rest.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]]) & mask).collect();
+        let ctx = if mode & 2 != 0 { lanes::Ctx::Prev } else { lanes::Ctx::None };
+        let mut block = Vec::new();
+        match lanes::encode(&syms, ctx, &mut block) {
+            Err(_) => assert!(lanes::encoded_len(&syms, ctx).is_err()),
+            Ok(()) => {
+                assert_eq!(lanes::encoded_len(&syms, ctx).unwrap(), block.len());
+                block.extend_from_slice(&[0xA5; 8]);
+                for &l in &levels {
+                    let mut out = vec![0u16; syms.len()];
+                    assert_eq!(lanes::decode_at(l, &block, &mut out).unwrap(), block.len() - 8);
+                    assert!(out == syms);
+                }
+            }
+        }
+    }
+});
