@@ -134,7 +134,7 @@ static void test_version_and_errors(void) {
           BREVIS_ERROR_PANIC == -10);
     CHECK(BREVIS_OPTION_THREADS == 1 && BREVIS_OPTION_CHUNK_BYTES == 2 &&
           BREVIS_OPTION_SAMPLE_ELEMS == 3 && BREVIS_OPTION_MEMORY_LIMIT == 4 &&
-          BREVIS_OPTION_VERIFY == 5);
+          BREVIS_OPTION_VERIFY == 5 && BREVIS_OPTION_LEVEL == 6);
 }
 
 static void test_options(void) {
@@ -155,6 +155,11 @@ static void test_options(void) {
     EXPECT(BREVIS_ERROR_INVALID_ARGUMENT, brevis_options_set(o, BREVIS_OPTION_MEMORY_LIMIT, -5));
     EXPECT(BREVIS_OK, brevis_options_set(o, BREVIS_OPTION_VERIFY, 0));
     EXPECT(BREVIS_OK, brevis_options_set(o, BREVIS_OPTION_VERIFY, 1));
+    EXPECT(BREVIS_OK, brevis_options_set(o, BREVIS_OPTION_LEVEL, 1));
+    EXPECT(BREVIS_OK, brevis_options_set(o, BREVIS_OPTION_LEVEL, 3));
+    EXPECT(BREVIS_ERROR_INVALID_ARGUMENT, brevis_options_set(o, BREVIS_OPTION_LEVEL, 0));
+    EXPECT(BREVIS_ERROR_INVALID_ARGUMENT, brevis_options_set(o, BREVIS_OPTION_LEVEL, 4));
+    EXPECT(BREVIS_OK, brevis_options_set(o, BREVIS_OPTION_LEVEL, 2));
     EXPECT(BREVIS_ERROR_INVALID_ARGUMENT, brevis_options_set(o, BREVIS_OPTION_VERIFY, 2));
     EXPECT(BREVIS_ERROR_INVALID_ARGUMENT, brevis_options_set(o, (brevis_option)0, 1));
     EXPECT(BREVIS_ERROR_INVALID_ARGUMENT, brevis_options_set(o, (brevis_option)99, 1));

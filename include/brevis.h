@@ -114,6 +114,13 @@ typedef enum {
      * checksums are always verified).
      */
     BREVIS_OPTION_VERIFY = 5,
+    /**
+     * Compression level: how the search trades size against decode time. 1 (fast): programs
+     * that decode fastest, for a little more size; 2 (the default): close to the smallest
+     * programs, without decoders that are much slower for little gain; 3 (max): the smallest
+     * programs. Any level decodes with the same functions.
+     */
+    BREVIS_OPTION_LEVEL = 6,
 } brevis_option;
 
 /**

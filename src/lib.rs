@@ -18,6 +18,7 @@ pub mod container;
 pub mod dsl;
 pub mod error;
 pub mod ffi;
+mod level;
 pub mod reference;
 pub mod simd;
 pub mod source;
@@ -28,6 +29,7 @@ mod work;
 pub use archive::{Archive, TensorInfo};
 pub use compress::ProgramOverride;
 pub use error::{Error, Result};
+pub use level::Level;
 
 use compress::{compress_in_memory, compress_source};
 use source::Source;
@@ -58,6 +60,8 @@ pub struct Options {
     /// found for the first of them, compared on their own sample, instead of searching again
     /// (`synth::choose_among`). Off: every tensor is searched.
     pub reuse: bool,
+    /// How the search trades size against decode time (never stored in the archive).
+    pub level: Level,
 }
 
 impl Options {
@@ -78,6 +82,7 @@ impl Default for Options {
             stats: None,
             memory_limit: DEFAULT_MEMORY_LIMIT,
             reuse: true,
+            level: Level::Default,
         }
     }
 }

@@ -104,6 +104,16 @@ struct BenchArgs {
     /// Timed runs of Brevis compression, the slow part (speed benchmark).
     #[arg(long, default_value_t = 3)]
     compress_runs: usize,
+    /// Compression level of the Brevis archives (speed benchmark).
+    #[arg(long, value_name = "fast|default|max", default_value = "default", value_parser = parse_level)]
+    level: brevis::Level,
+    /// Also run this peer script on each file in the same run (`../shared/corpus/speed_peers.py`:
+    /// ZipNN and zstd in process against this build's C library, found beside this executable
+    /// in target/release), with `--python` (default python3), and print its figures.
+    #[arg(long, value_name = "SCRIPT")]
+    peers: Option<PathBuf>,
+    #[arg(long, value_name = "PYTHON", default_value = "python3")]
+    python: String,
     #[command(flatten)]
     common: Common,
 }
@@ -143,6 +153,10 @@ struct VerifyArgs {
 /// How the search for each tensor's program runs (never stored in the archive).
 #[derive(Args, Clone)]
 struct SearchArgs {
+    /// fast: programs that decode fastest; default: close to the smallest, without decoders
+    /// that are much slower for little gain; max: the smallest programs (docs/PERFORMANCE.md).
+    #[arg(long, value_name = "fast|default|max", default_value = "default", value_parser = parse_level)]
+    level: brevis::Level,
     /// Productions evaluated per tensor by the search.
     #[arg(long, default_value_t = brevis::synth::DEFAULT_BUDGET)]
     budget: usize,
@@ -302,6 +316,10 @@ fn check_output(input: &Path, out: &Path, force: bool) -> Result<(), String> {
     Ok(())
 }
 
+fn parse_level(s: &str) -> Result<brevis::Level, String> {
+    brevis::Level::from_name(s).ok_or_else(|| format!("unknown level {s:?} (fast, default or max)"))
+}
+
 fn mb(n: u64) -> String {
     format!("{:.2} MB", n as f64 / 1e6)
 }
@@ -354,6 +372,7 @@ fn compress(args: CompressArgs) -> Result<ExitCode, String> {
         stats: stats.clone(),
         memory_limit,
         reuse: !search.search_each,
+        level: search.level,
         ..Default::default()
     };
     let mut archive_len = 0u64;
@@ -463,13 +482,32 @@ fn prior_learn(files: Vec<PathBuf>, output: PathBuf, force: bool, common: Common
 }
 
 fn bench_speed(args: BenchArgs) -> Result<ExitCode, String> {
-    let BenchArgs { files, runs, compress_runs, common, .. } = args;
+    let BenchArgs { files, runs, compress_runs, level, peers, python, common, .. } = args;
     if runs == 0 || compress_runs == 0 {
         return Err("--runs and --compress-runs must be positive".into());
     }
     let inputs: Vec<(String, Vec<u8>)> =
         files.iter().map(|f| Ok((f.display().to_string(), read_input(f)?.to_vec()))).collect::<Result<_, String>>()?;
-    bench::run(&inputs, runs, compress_runs, common.threads)?;
+    bench::run(&inputs, runs, compress_runs, common.threads, level)?;
+    if let Some(script) = peers {
+        // The project root: this executable is ROOT/target/release/brevis.
+        let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
+        let root = exe.ancestors().nth(3).ok_or("cannot find the project root above this executable")?;
+        for f in &files {
+            println!("\n{} {} {} {} --rounds {runs}", python, script.display(), root.display(), f.display());
+            let _ = std::io::stdout().flush();
+            let status = std::process::Command::new(&python)
+                .arg(&script)
+                .arg(root)
+                .arg(f)
+                .args(["--rounds", &runs.to_string()])
+                .status()
+                .map_err(|e| format!("cannot run {python} {}: {e}", script.display()))?;
+            if !status.success() {
+                return Err(format!("{}: {status}", script.display()));
+            }
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }
 

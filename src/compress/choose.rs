@@ -58,6 +58,7 @@ pub(crate) fn search_options(opts: &Options, j: &Job, prior: Arc<Prior>) -> Sear
         depth: opts.depth,
         prior,
         stats: opts.stats.clone(),
+        decode_weight: opts.level.decode_weight(),
     }
 }
 

@@ -94,6 +94,7 @@ pub(crate) fn learn_prior(input: &[u8], opts: &Options) -> Result<synth::Prior> 
         chunk_elems: chunk_elems(opts, jobs[i].word_bits) as usize,
         sample_elems: opts.sample_elems,
         depth: opts.depth,
+        decode_weight: opts.level.decode_weight(),
         ..synth::SearchOptions::new(0)
     })
 }

@@ -7,7 +7,7 @@
 //! is allocated from it.
 
 use crate::coder::bitio::{put_bytes, put_varint, ByteReader};
-use crate::dsl::{Env, Node, Stream, Ty};
+use crate::dsl::{fused, Env, Node, Stream, Ty};
 use crate::error::{Error, Result};
 use crate::source::Source;
 use xxhash_rust::xxh3::xxh3_64;
@@ -20,7 +20,7 @@ pub use writer::{header, meta_and_footer, write_archive, Writer};
 pub const MAGIC: [u8; 8] = *b"\x89BRV\r\n\x1a\n";
 pub const END_MAGIC: [u8; 8] = *b"BRVINDEX";
 /// Format version written by this build.
-pub const VERSION: u16 = 2;
+pub const VERSION: u16 = 3;
 /// Oldest format version this build reads.
 pub const MIN_VERSION: u16 = 1;
 pub const HEADER_LEN: usize = 16;
@@ -397,9 +397,27 @@ pub fn decode_chunk(
     out: &mut [u8],
     refs: Option<RefChunks>,
 ) -> Result<()> {
-    let s = chunk_stream(archive, index, t, c, 0, refs)?;
     let tensor = &index.tensors[t];
-    write_stream(&s, out)?;
+    let ty = Ty::u(tensor.word_bits);
+    if fused::applies(&tensor.program, ty) {
+        // The common float programs decode straight into `out`.
+        let chunk = &tensor.chunks[c];
+        if out.len() as u64 != chunk.elems.saturating_mul(tensor.word_bytes()) {
+            return Err(Error::corrupt("decoded chunk has the wrong size"));
+        }
+        let len = usize::try_from(chunk.len).map_err(|_| Error::corrupt("chunk too large"))?;
+        let payload = archive.read(chunk.offset, len)?;
+        let mut r = ByteReader::new(&payload);
+        fused::decode_into(&tensor.program, ty, &mut r, out).map_err(|e| match e {
+            Error::Corrupt(m) => Error::Corrupt(format!("tensor {:?}, chunk {c}: {m}", tensor.name)),
+            e => e,
+        })?;
+        if !r.is_empty() {
+            return Err(Error::corrupt(format!("tensor {:?}, chunk {c}: trailing payload bytes", tensor.name)));
+        }
+    } else {
+        write_stream(&chunk_stream(archive, index, t, c, 0, refs)?, out)?;
+    }
     if tensor.chunks[c].checksum.is_some_and(|h| h != xxh3_64(out)) {
         return Err(Error::Checksum(format!("tensor {:?}, chunk {c}", tensor.name)));
     }

@@ -7,6 +7,8 @@
 //! decoded in order, and a leaf may use an earlier sibling as context.
 //! See docs/DSL.md for the grammar and every operator.
 
+pub mod cost;
+pub mod fused;
 pub mod ops;
 pub mod stream;
 
@@ -17,6 +19,7 @@ use ops::dict::Dict;
 use ops::entropy::{Huffman, LeafCtx, Rans};
 use ops::fields::Fields;
 use ops::gen::{Arange, Const};
+use ops::lanes::Lanes;
 use ops::lz::Zstd;
 use ops::maps::Map;
 use ops::planes::{BitPlanes, BytePlanes};
@@ -37,6 +40,7 @@ pub enum Op {
     Raw(Raw),
     Rans(Rans),
     Huffman(Huffman),
+    Lanes(Lanes),
     Zstd(Zstd),
     Const(Const),
     Arange(Arange),
@@ -88,7 +92,7 @@ impl Node {
 
     /// Whether running the program reads bytes from the chunk payload (generators and copies do not).
     pub fn reads_payload(&self) -> bool {
-        matches!(self.op, Op::Raw(_) | Op::Rans(_) | Op::Huffman(_) | Op::Zstd(_) | Op::Dict(_))
+        matches!(self.op, Op::Raw(_) | Op::Rans(_) | Op::Huffman(_) | Op::Lanes(_) | Op::Zstd(_) | Op::Dict(_))
             || self.children.iter().any(|c| c.reads_payload())
     }
 
@@ -104,6 +108,7 @@ impl Node {
             Op::Raw(_)
                 | Op::Rans(_)
                 | Op::Huffman(_)
+                | Op::Lanes(_)
                 | Op::Zstd(_)
                 | Op::Const(_)
                 | Op::Arange(_)
@@ -117,6 +122,7 @@ impl Node {
             Op::Raw(_) => Raw::ID,
             Op::Rans(_) => Rans::ID,
             Op::Huffman(_) => Huffman::ID,
+            Op::Lanes(_) => Lanes::ID,
             Op::Zstd(_) => Zstd::ID,
             Op::Const(_) => Const::ID,
             Op::Arange(_) => Arange::ID,
@@ -165,6 +171,7 @@ impl Node {
         out.push(self.id());
         match &self.op {
             Op::Rans(r) => r.write(out),
+            Op::Lanes(l) => l.write(out),
             Op::Zstd(z) => out.push(z.level.clamp(0, 255) as u8),
             Op::Const(c) => put_varint(out, c.value),
             Op::Arange(a) => {
@@ -214,6 +221,7 @@ impl Node {
             Raw::ID => Op::Raw(Raw),
             Rans::ID => Op::Rans(Rans::read(r)?),
             Huffman::ID => Op::Huffman(Huffman),
+            Lanes::ID => Op::Lanes(Lanes::read(r)?),
             Zstd::ID => Op::Zstd(Zstd::read(r)?),
             Const::ID => Op::Const(Const { value: r.varint()? }),
             Arange::ID => Op::Arange(Arange { start: r.varint()?, step: r.varint()? }),
@@ -235,7 +243,7 @@ impl Node {
         };
         let mut node = Node::leaf(op);
         match &node.op {
-            Op::Rans(_) | Op::Huffman(_) if ty.bits > 16 => {
+            Op::Rans(_) | Op::Huffman(_) | Op::Lanes(_) if ty.bits > 16 => {
                 return Err(Error::corrupt("entropy leaf over a stream wider than 16 bits"))
             }
             Op::Copy(_) if depth > 0 => return Err(Error::corrupt("copy below the root")),
@@ -292,7 +300,7 @@ impl Node {
             return Err(Error::invalid("program arity does not match the operator"));
         }
         match &self.op {
-            Op::Rans(_) | Op::Huffman(_) if x.ty.bits > 16 => {
+            Op::Rans(_) | Op::Huffman(_) | Op::Lanes(_) if x.ty.bits > 16 => {
                 return Err(Error::invalid("entropy leaf over words wider than 16 bits"))
             }
             Op::Rans(Rans { ctx: LeafCtx::Back(0) }) => return Err(Error::invalid("zero context distance")),
@@ -311,6 +319,7 @@ impl Node {
                 h.encode(x, o);
                 Ok(())
             }),
+            Op::Lanes(l) => leaf_payload(out, |o| l.encode(x, o)),
             Op::Zstd(z) => leaf_payload(out, |o| z.encode(x, o)),
             Op::Const(c) => {
                 if x.iter().any(|v| v != c.value) {
@@ -376,6 +385,7 @@ impl Node {
             Op::Raw(x) => x.decode(ty, n, r.bytes()?)?,
             Op::Rans(x) => x.decode(ty, n, r.bytes()?, sib, env.reference)?,
             Op::Huffman(x) => x.decode(ty, n, r.bytes()?)?,
+            Op::Lanes(x) => x.decode(ty, n, r.bytes()?)?,
             Op::Zstd(x) => x.decode(ty, n, r.bytes()?)?,
             Op::Const(c) => c.decode(ty, n)?,
             Op::Arange(a) => a.decode(ty, n, env.elem_offset)?,
@@ -480,6 +490,7 @@ impl Node {
             Op::Raw(_) => "raw".into(),
             Op::Rans(r) => r.to_string(),
             Op::Huffman(_) => "huffman".into(),
+            Op::Lanes(l) => l.to_string(),
             Op::Zstd(z) => format!("zstd({})", z.level),
             Op::Const(c) => format!("const({:#x})", c.value),
             Op::Arange(a) => format!("arange({}, {})", a.start, a.step),
@@ -552,6 +563,12 @@ pub mod build {
     }
     pub fn rans_side(j: u8) -> Node {
         Node::leaf(Op::Rans(Rans { ctx: LeafCtx::Side(j) }))
+    }
+    pub fn lanes() -> Node {
+        Node::leaf(Op::Lanes(Lanes { ctx: crate::coder::lanes::Ctx::None }))
+    }
+    pub fn lanes_prev() -> Node {
+        Node::leaf(Op::Lanes(Lanes { ctx: crate::coder::lanes::Ctx::Prev }))
     }
     pub fn huffman() -> Node {
         Node::leaf(Op::Huffman(Huffman))

@@ -98,6 +98,11 @@ pub enum brevis_option {
     /// 1 (the default): decompression verifies the whole-file checksum; 0: it does not (chunk
     /// checksums are always verified).
     BREVIS_OPTION_VERIFY = 5,
+    /// Compression level: how the search trades size against decode time. 1 (fast): programs
+    /// that decode fastest, for a little more size; 2 (the default): close to the smallest
+    /// programs, without decoders that are much slower for little gain; 3 (max): the smallest
+    /// programs. Any level decodes with the same functions.
+    BREVIS_OPTION_LEVEL = 6,
 }
 
 /// How a `brevis_option` crosses the ABI: a plain int, so that a value outside the enum (which
@@ -145,6 +150,9 @@ pub unsafe extern "C" fn brevis_options_set(o: *mut brevis_options, key: BrevisO
                 o.decode.memory_limit = n;
             }
             k if k == BREVIS_OPTION_VERIFY as c_int => o.decode.verify = range(0, 1)? == 1,
+            k if k == BREVIS_OPTION_LEVEL as c_int => {
+                o.compress.level = crate::Level::ALL[range(1, 3)? as usize - 1];
+            }
             #[cfg(any(test, feature = "test-hooks"))]
             test_hook::KEY => o.test_panic = range(0, 1)? == 1,
             _ => return Err(BREVIS_ERROR_INVALID_ARGUMENT),

@@ -10,6 +10,7 @@ use crate::dsl::ops::dict::Dict;
 use crate::dsl::ops::entropy::{Huffman, LeafCtx, Rans};
 use crate::dsl::ops::fields::Fields;
 use crate::dsl::ops::gen::Const;
+use crate::dsl::ops::lanes::Lanes;
 use crate::dsl::ops::lz::Zstd;
 use crate::dsl::ops::maps::Map;
 use crate::dsl::ops::planes::BytePlanes;
@@ -35,6 +36,9 @@ pub struct TensorCtx {
     pub zstd_level: i32,
     /// Deepest hole that may still take a transform.
     pub max_depth: usize,
+    /// Bytes charged per nanosecond of decode time per element (`dsl::cost`): 0 chooses by
+    /// size alone.
+    pub decode_weight: f64,
 }
 
 /// A hole as the grammar sees it.
@@ -83,6 +87,7 @@ pub fn label_of(op: &Op, t: &TensorCtx) -> String {
             LeafCtx::Ref { .. } => "rans(ref)".into(),
         },
         Op::Huffman(_) => "huffman".into(),
+        Op::Lanes(l) => l.to_string(),
         Op::Zstd(_) => "zstd".into(),
         Op::Fields(f) => format!("fields(k{})", f.k),
         Op::Scan(s) => {
@@ -142,6 +147,14 @@ pub fn productions(t: &TensorCtx, hole: &HoleView) -> Vec<Production> {
             push(rans(LeafCtx::Ref { shift, bits }));
         }
         push(Op::Huffman(Huffman));
+        // The decode-speed leaf, where decode time is priced (it is rarely the smallest, and
+        // offering it at the size-only level takes budget from the others).
+        if t.decode_weight > 0.0 {
+            push(Op::Lanes(Lanes { ctx: coder::lanes::Ctx::None }));
+            if n > coder::lanes::LANES {
+                push(Op::Lanes(Lanes { ctx: coder::lanes::Ctx::Prev }));
+            }
+        }
     }
     if root || (w >= 8 && hole.repeats) {
         push(Op::Zstd(Zstd { level: t.zstd_level }));
@@ -315,7 +328,9 @@ impl Estimate {
             Op::Raw(_) => (self.raw, self.raw),
             Op::Const(_) => (0.0, 0.0),
             Op::Zstd(_) => (self.lz, self.lz),
-            Op::Rans(Rans { ctx: LeafCtx::None }) | Op::Huffman(_) => (self.order0, self.entropy),
+            Op::Rans(Rans { ctx: LeafCtx::None })
+            | Op::Huffman(_)
+            | Op::Lanes(Lanes { ctx: coder::lanes::Ctx::None }) => (self.order0, self.entropy),
             Op::Rans(_) => (self.order0 * ctx, self.entropy * ctx),
             // Predictions (differences with the previous word, the word above, the reference)
             // can remove almost everything: no optimistic bound short of their overhead.

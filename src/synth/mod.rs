@@ -159,6 +159,9 @@ pub struct SearchOptions {
     pub depth: usize,
     pub prior: Arc<Prior>,
     pub stats: Option<Arc<SearchStats>>,
+    /// Bytes charged per nanosecond of decode time per element (`dsl::cost`): 0 chooses by
+    /// size alone; the compression level sets it.
+    pub decode_weight: f64,
 }
 
 impl SearchOptions {
@@ -171,6 +174,7 @@ impl SearchOptions {
             depth: DEFAULT_DEPTH,
             prior: Arc::new(Prior::uniform()),
             stats: None,
+            decode_weight: 0.0,
         }
     }
 }
@@ -183,7 +187,7 @@ fn features_of(t: &TensorView) -> Features {
 }
 
 /// The productions' view of a tensor.
-fn tensor_ctx(t: &TensorView, depth: usize, has_ref: bool) -> TensorCtx {
+fn tensor_ctx(t: &TensorView, depth: usize, has_ref: bool, decode_weight: f64) -> TensorCtx {
     let w = t.word_bits;
     let elems = t.bytes.len() / (w as usize / 8).max(1);
     let float = t.dtype.float_layout().filter(|(e, m)| 1 + e + m == w);
@@ -214,6 +218,7 @@ fn tensor_ctx(t: &TensorView, depth: usize, has_ref: bool) -> TensorCtx {
         ref_ctx,
         zstd_level: if t.bytes.len() <= 1 << 20 { 19 } else { 9 },
         max_depth: depth,
+        decode_weight,
     }
 }
 
@@ -255,7 +260,7 @@ pub fn choose_among(t: &TensorView, opts: &SearchOptions, candidates: &[Node]) -
     let started = std::time::Instant::now();
     let want = opts.sample_elems.min(opts.chunk_elems).max(1);
     let sample = read_sample(&t.bytes, ty, &sample_positions(n, want))?;
-    let mut ranked = rank(candidates.iter().collect(), &sample, None);
+    let mut ranked = rank(candidates.iter().collect(), &sample, None, opts.decode_weight);
     ranked.sort();
     if let Some(st) = &opts.stats {
         st.reused.fetch_add(1, Relaxed);
@@ -364,7 +369,7 @@ fn choose_traced(t: &TensorView, opts: &SearchOptions) -> Result<(Choice, Vec<(u
     }
     let rsample = reference.as_ref().map(|r| read_sample(r, ty, &positions)).transpose()?;
     let (screen, rscreen) = screens(&sample, rsample.as_ref());
-    let tctx = tensor_ctx(t, opts.depth, reference.is_some());
+    let tctx = tensor_ctx(t, opts.depth, reference.is_some(), opts.decode_weight);
     let mut s = search::Search::new(&tctx, &opts.prior, screen.clone(), rscreen);
     s.run(opts.budget);
     let found = s.results(FINALISTS, true);
@@ -378,7 +383,7 @@ fn choose_traced(t: &TensorView, opts: &SearchOptions) -> Result<(Choice, Vec<(u
         if let Some(st) = &opts.stats {
             st.finalists.fetch_add(found.len() as u64, Relaxed);
         }
-        rank(found.iter().map(|f| &f.program).collect(), &sample, rsample.as_ref())
+        rank(found.iter().map(|f| &f.program).collect(), &sample, rsample.as_ref(), opts.decode_weight)
     } else {
         found.iter().enumerate().map(|(i, f)| (f.bytes, i)).collect()
     };
@@ -425,16 +430,26 @@ pub const SCREEN_ELEMS: usize = 1 << 15;
 pub const FINALISTS: usize = 4;
 
 /// Exact encoded sizes on `sample` of the programs that apply, as (size, position).
-fn rank(cands: Vec<&Node>, sample: &Stream, reference: Option<&Stream>) -> Vec<(usize, usize)> {
+fn rank(cands: Vec<&Node>, sample: &Stream, reference: Option<&Stream>, decode_weight: f64) -> Vec<(usize, usize)> {
     use rayon::prelude::*;
     cands
         .into_par_iter()
         .enumerate()
         .filter_map(|(i, c)| {
             let mut buf = Vec::new();
-            c.encode_with(sample, &[], reference, &mut buf).ok().map(|_| (buf.len(), i))
+            c.encode_with(sample, &[], reference, &mut buf)
+                .ok()
+                .map(|_| (buf.len() + price(c, sample, decode_weight), i))
         })
         .collect()
+}
+
+/// What decoding `program` over `sample` costs, in bytes (see `SearchOptions::decode_weight`).
+fn price(program: &Node, sample: &Stream, decode_weight: f64) -> usize {
+    if decode_weight <= 0.0 {
+        return 0;
+    }
+    (decode_weight * crate::dsl::cost::program_ns(program, sample.ty) * sample.len() as f64).round() as usize
 }
 
 /// Whether a program whose applicability depends on the data (a constant below the root, a
@@ -596,14 +611,14 @@ fn learn_one(t: &TensorView, opts: &SearchOptions) -> Result<Vec<(f64, Derivatio
     let sample = read_sample(&t.bytes, ty, &positions)?;
     let rsample = reference.as_ref().map(|r| read_sample(r, ty, &positions)).transpose()?;
     let (screen, rscreen) = screens(&sample, rsample.as_ref());
-    let tctx = tensor_ctx(t, opts.depth, reference.is_some());
+    let tctx = tensor_ctx(t, opts.depth, reference.is_some(), opts.decode_weight);
     let mut s = search::Search::new(&tctx, &opts.prior, screen.clone(), rscreen);
     s.run(opts.budget);
     let found = s.results(LEARN_PROGRAMS, false);
     drop(s);
     // The weights come from exact sizes on the full sample: the screen favours small tables.
     let sized: Vec<(usize, usize)> = if sample.len() > screen.len() || found.iter().any(|f| !f.exact) {
-        rank(found.iter().map(|f| &f.program).collect(), &sample, rsample.as_ref())
+        rank(found.iter().map(|f| &f.program).collect(), &sample, rsample.as_ref(), opts.decode_weight)
     } else {
         found.iter().enumerate().map(|(i, f)| (f.bytes, i)).collect()
     };

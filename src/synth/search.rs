@@ -293,8 +293,9 @@ impl<'a> Search<'a> {
         let out = grammar::apply(&prod, &self.view(hole), reference.as_ref().map(|r| &r[0]));
         let memo = match out {
             Outcome::Fail => Memo::Fail,
-            Outcome::Leaf(b) => Memo::Leaf(b),
+            Outcome::Leaf(b) => Memo::Leaf(b + self.decode_price(hole, &prod)),
             Outcome::Split(header, parts) => {
+                let header = header + self.decode_price(hole, &prod);
                 let parts = Rc::new(parts);
                 let hd = &self.holes[hole];
                 let (depth, aligned) = (hd.depth + 1, hd.aligned);
@@ -312,6 +313,17 @@ impl<'a> Search<'a> {
         };
         self.memo.insert((hole, p), memo);
         true
+    }
+
+    /// What decoding `prod`'s own operator over `hole` costs, in bytes: the tensor's decode
+    /// weight times the operator's nanoseconds per element (`dsl::cost`) times the elements.
+    fn decode_price(&self, hole: usize, prod: &Production) -> usize {
+        if self.t.decode_weight <= 0.0 {
+            return 0;
+        }
+        let hd = &self.holes[hole];
+        let x = &hd.parts[hd.idx];
+        (self.t.decode_weight * crate::dsl::cost::op_ns(&prod.op, x.ty) * x.len() as f64).round() as usize
     }
 
     /// Runs the search until the budget is spent or the frontier is empty.
@@ -562,6 +574,7 @@ mod tests {
             ref_ctx: None,
             zstd_level: 3,
             max_depth: 3,
+            decode_weight: 0.0,
         }
     }
 

@@ -38,17 +38,24 @@ fn check(name: &str, restored: &[u8], original: &[u8]) -> Result<(), String> {
 }
 
 /// Measures one file; `threads` is the "all threads" count (0 = all cores).
-fn measure(data: &[u8], runs: usize, compress_runs: usize, threads: usize) -> Result<Vec<Row>, String> {
+fn measure(
+    data: &[u8],
+    runs: usize,
+    compress_runs: usize,
+    threads: usize,
+    level: brevis::Level,
+) -> Result<Vec<Row>, String> {
     let all = if threads == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { threads };
     let mut rows = Vec::new();
 
     // Brevis: compression is the program search, so it gets its own (smaller) run count.
     let (c_all, archive) = median(compress_runs, false, || {
-        brevis::compress(data, &brevis::Options { threads: all, ..Default::default() })
+        brevis::compress(data, &brevis::Options { threads: all, level, ..Default::default() })
     });
     let archive = archive.map_err(|e| format!("brevis compress: {e}"))?;
-    let (c_one, again) =
-        median(compress_runs, false, || brevis::compress(data, &brevis::Options { threads: 1, ..Default::default() }));
+    let (c_one, again) = median(compress_runs, false, || {
+        brevis::compress(data, &brevis::Options { threads: 1, level, ..Default::default() })
+    });
     if again.map_err(|e| format!("brevis compress: {e}"))? != archive {
         return Err("brevis: the archive depends on the thread count".into());
     }
@@ -108,14 +115,21 @@ fn measure(data: &[u8], runs: usize, compress_runs: usize, threads: usize) -> Re
 }
 
 /// Runs the benchmark over `files` and prints one table per file.
-pub fn run(files: &[(String, Vec<u8>)], runs: usize, compress_runs: usize, threads: usize) -> Result<(), String> {
+pub fn run(
+    files: &[(String, Vec<u8>)],
+    runs: usize,
+    compress_runs: usize,
+    threads: usize,
+    level: brevis::Level,
+) -> Result<(), String> {
     println!(
-        "CPU level {}; medians of {runs} runs ({compress_runs} for Brevis compression); MB = 10^6 bytes of original",
-        brevis::simd::level().name()
+        "CPU level {}; level {}; medians of {runs} runs ({compress_runs} for Brevis compression); MB = 10^6 bytes of original",
+        brevis::simd::level().name(),
+        level.name()
     );
     for (name, data) in files {
         let mb = data.len() as f64 / 1e6;
-        let rows = measure(data, runs, compress_runs, threads).map_err(|e| format!("{name}: {e}"))?;
+        let rows = measure(data, runs, compress_runs, threads, level).map_err(|e| format!("{name}: {e}"))?;
         let speed = |s: f64| mb / s.max(1e-12);
         let zstd_d = rows.iter().find(|r| r.name == "zstd -3").map_or(f64::NAN, |r| speed(r.decompress_s));
         let memcpy = rows.iter().find(|r| r.name.starts_with("memcpy")).map_or(f64::NAN, |r| speed(r.decompress_s));

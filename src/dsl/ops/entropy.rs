@@ -124,7 +124,7 @@ impl Rans {
     }
 }
 
-fn check_range(ty: Ty, v: &[u16]) -> Result<()> {
+pub(crate) fn check_range(ty: Ty, v: &[u16]) -> Result<()> {
     // An OR over all symbols (no early exit) so the loop vectorizes.
     let outside = !(ty.mask() as u16);
     if v.iter().fold(0u16, |a, &s| a | (s & outside)) != 0 {

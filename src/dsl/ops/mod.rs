@@ -6,6 +6,7 @@ pub mod dict;
 pub mod entropy;
 pub mod fields;
 pub mod gen;
+pub mod lanes;
 pub mod lz;
 pub mod maps;
 pub mod planes;

@@ -1,0 +1,52 @@
+//! The decode cost model: nanoseconds per element that each operator's decoder takes on one
+//! core, what the search weighs against bytes (`bytes + decode_weight x ns x elements`, the
+//! weight set by the compression level). Figures are medians of the criterion benches on the
+//! reference machine (a 2-core Zen 3 VM; `cargo bench --bench coders`, `--bench lanes`,
+//! `--bench kernels`), rounded; only their ratios matter to the search.
+
+use super::{Node, Op, Ty};
+use crate::coder::lanes;
+use crate::dsl::ops::entropy::LeafCtx;
+
+/// Nanoseconds per element of `op`'s own decoder on a stream of type `ty` (its children's
+/// decoders not included).
+pub fn op_ns(op: &Op, ty: Ty) -> f64 {
+    let bytes = ty.container_bytes() as f64;
+    match op {
+        // Bit unpacking (SIMD for 8/16-bit words).
+        Op::Raw(_) => 0.1 + 0.05 * bytes,
+        Op::Const(_) | Op::Arange(_) => 0.05 * bytes,
+        // The copied tensor's chunk, and its checksum.
+        Op::Copy(_) => 0.3 * bytes,
+        // Four states over one word stream: one table, or a table looked up per symbol.
+        Op::Rans(r) => match r.ctx {
+            LeafCtx::None => 4.5,
+            _ => 9.0,
+        },
+        // One symbol per table look-up of the code's longest length.
+        Op::Huffman(_) => 4.0,
+        // 32 lanes with a table in L1.
+        Op::Lanes(l) => match l.ctx {
+            lanes::Ctx::None => 1.0,
+            lanes::Ctx::Prev => 1.6,
+        },
+        Op::Zstd(_) => 0.6 * bytes,
+        // Merges of child streams (SIMD for 16-bit words), word-wise maps and scans.
+        Op::Fields(_) | Op::BytePlanes(_) => 0.25 * bytes,
+        Op::BitPlanes(_) => 0.1 * ty.bits as f64,
+        Op::Map(_) => 0.2 * bytes,
+        Op::Scan(_) => 0.6 * bytes,
+        Op::Dict(_) => 1.0,
+        Op::Concat(_) | Op::Repeat(_) | Op::View(_) => 0.1 * bytes,
+        Op::Ref(_) => 0.4 * bytes,
+    }
+}
+
+/// Nanoseconds per element of a whole program on a root stream of type `ty`.
+pub fn program_ns(p: &Node, ty: Ty) -> f64 {
+    let kids: f64 = match p.child_types(ty) {
+        Ok(tys) => p.children.iter().zip(tys).map(|(c, t)| program_ns(c, t)).sum(),
+        Err(_) => 0.0,
+    };
+    op_ns(&p.op, ty) + kids
+}

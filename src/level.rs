@@ -1,0 +1,40 @@
+//! Compression levels: how the search trades archive size against decode time. A level changes
+//! which programs are chosen, never the format: every archive decodes with every build that
+//! reads its version.
+
+/// A compression level.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Level {
+    /// Programs that decode fastest, for a little more size.
+    Fast,
+    /// Close to the smallest programs, avoiding decoders that are much slower for little gain.
+    #[default]
+    Default,
+    /// The smallest programs, whatever they cost to decode.
+    Max,
+}
+
+impl Level {
+    pub const ALL: [Level; 3] = [Level::Fast, Level::Default, Level::Max];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Level::Fast => "fast",
+            Level::Default => "default",
+            Level::Max => "max",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Level> {
+        Level::ALL.into_iter().find(|l| l.name() == s)
+    }
+
+    /// Bytes the search charges per nanosecond of decode time per element (`dsl::cost`).
+    pub fn decode_weight(self) -> f64 {
+        match self {
+            Level::Fast => 0.02,
+            Level::Default => 0.001,
+            Level::Max => 0.0,
+        }
+    }
+}
