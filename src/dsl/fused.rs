@@ -31,17 +31,21 @@ pub fn applies(p: &Node, ty: Ty) -> bool {
     match &p.op {
         _ if head_leaf(p) => true,
         Op::Fields(f) => {
-            let lo = f.mant - f.k;
             p.children.len() == 3
                 && f.exp + f.k <= 16
                 && 1 + f.exp + f.mant == 16
-                && lo <= 8
                 && head_leaf(&p.children[0])
-                && matches!(p.children[1].op, Op::Raw(_) | Op::Const(_))
-                && matches!(p.children[2].op, Op::Raw(_) | Op::Const(_))
+                && part(&p.children[1])
+                && part(&p.children[2])
         }
+        Op::BytePlanes(_) => p.children.len() == 2 && head_leaf(&p.children[0]) && part(&p.children[1]),
         _ => false,
     }
+}
+
+/// A raw or constant leaf.
+fn part(p: &Node) -> bool {
+    matches!(p.op, Op::Raw(_) | Op::Const(_))
 }
 
 /// An entropy leaf whose symbols depend on its own payload only.
@@ -68,6 +72,7 @@ pub fn decode_into(p: &Node, ty: Ty, r: &mut ByteReader, out: &mut [u8]) -> Resu
         let dst: &mut [u16] = if aligned { bytemuck::cast_slice_mut(out) } else { &mut words[..] };
         match &p.op {
             Op::Fields(f) => merge_fields(f, &p.children, r, head, dst)?,
+            Op::BytePlanes(_) => merge_planes(&p.children, r, head, dst)?,
             _ => {
                 leaf(p, ty, r.bytes()?, n, head)?;
                 dst.copy_from_slice(head);
@@ -100,10 +105,10 @@ fn leaf(p: &Node, ty: Ty, input: &[u8], n: usize, buf: &mut Vec<u16>) -> Result<
     check_range(ty, buf)
 }
 
-/// A raw or constant part of a float: its packed bytes, or its value.
+/// A raw or constant part of a word: its packed bytes, or its value.
 enum Part<'a> {
     Packed(&'a [u8]),
-    Const(u8),
+    Const(u16),
 }
 
 impl<'a> Part<'a> {
@@ -116,19 +121,30 @@ impl<'a> Part<'a> {
                 }
                 Ok(if bits == 0 { Part::Const(0) } else { Part::Packed(b) })
             }
-            Op::Const(c) if c.value <= Ty::u(bits).mask() => Ok(Part::Const(c.value as u8)),
+            Op::Const(c) if c.value <= Ty::u(bits).mask() => Ok(Part::Const(c.value as u16)),
             Op::Const(_) => Err(Error::corrupt("const: value does not fit its type")),
             _ => Err(Error::corrupt("fused decode: not a raw or constant part")),
         }
     }
 
-    /// Values `start..start + out.len()` (`start` a multiple of 8) into `out`.
+    /// Values `start..start + out.len()` (`start` a multiple of 8) of at most 8 bits into `out`.
     fn unpack(&self, bits: u32, start: usize, out: &mut [u8]) {
+        match *self {
+            Part::Const(v) => out.fill(v as u8),
+            Part::Packed(b) => {
+                let a = start * bits as usize / 8;
+                simd::unpack_u8(&b[a..a + packed_len(out.len(), bits)], bits, out)
+            }
+        }
+    }
+
+    /// [`Part::unpack`] of values of at most 16 bits.
+    fn unpack16(&self, bits: u32, start: usize, out: &mut [u16]) {
         match *self {
             Part::Const(v) => out.fill(v),
             Part::Packed(b) => {
                 let a = start * bits as usize / 8;
-                simd::unpack_u8(&b[a..a + packed_len(out.len(), bits)], bits, out)
+                simd::unpack_u16(&b[a..a + packed_len(out.len(), bits)], bits, out)
             }
         }
     }
@@ -142,12 +158,44 @@ fn merge_fields(f: &Fields, kids: &[Node], r: &mut ByteReader, head: &mut Vec<u1
     leaf(&kids[0], hty, r.bytes()?, n, head)?;
     let sign = Part::read(&kids[1], 1, n, r)?;
     let low = Part::read(&kids[2], lo, n, r)?;
-    let (mut s, mut m) = ([0u8; BLOCK], [0u8; BLOCK]);
+    let mut s = [0u8; BLOCK];
+    if lo <= 8 {
+        let mut m = [0u8; BLOCK];
+        for start in (0..n).step_by(BLOCK) {
+            let b = BLOCK.min(n - start);
+            sign.unpack(1, start, &mut s[..b]);
+            low.unpack(lo, start, &mut m[..b]);
+            simd::merge_fields16(&head[start..start + b], &s[..b], &m[..b], lo, &mut out[start..start + b]);
+        }
+    } else {
+        // fp16 with k < 2: the low part takes 9 or 10 bits.
+        let mut m = [0u16; BLOCK];
+        for start in (0..n).step_by(BLOCK) {
+            let b = BLOCK.min(n - start);
+            sign.unpack(1, start, &mut s[..b]);
+            low.unpack16(lo, start, &mut m[..b]);
+            let h = &head[start..start + b];
+            for (((o, &h), &s), &m) in out[start..start + b].iter_mut().zip(h).zip(&s[..b]).zip(&m[..b]) {
+                *o = (s as u16) << 15 | h << lo | m;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `byteplanes[high, low]` of 16-bit words into `out`: an entropy-coded high byte and a raw or
+/// constant low byte.
+fn merge_planes(kids: &[Node], r: &mut ByteReader, head: &mut Vec<u16>, out: &mut [u16]) -> Result<()> {
+    let n = out.len();
+    leaf(&kids[0], Ty::u(8), r.bytes()?, n, head)?;
+    let low = Part::read(&kids[1], 8, n, r)?;
+    let mut m = [0u8; BLOCK];
     for start in (0..n).step_by(BLOCK) {
         let b = BLOCK.min(n - start);
-        sign.unpack(1, start, &mut s[..b]);
-        low.unpack(lo, start, &mut m[..b]);
-        simd::merge_fields16(&head[start..start + b], &s[..b], &m[..b], lo, &mut out[start..start + b]);
+        low.unpack(8, start, &mut m[..b]);
+        for ((o, &h), &m) in out[start..start + b].iter_mut().zip(&head[start..start + b]).zip(&m[..b]) {
+            *o = h << 8 | m as u16;
+        }
     }
     Ok(())
 }
@@ -184,12 +232,13 @@ mod tests {
         for (n, bf16) in [(1usize, true), (7, false), (8, true), (1000, true), (4096 + 13, false), (20000, true)] {
             let x = floats(n, bf16, n as u64);
             let (e, m) = if bf16 { (8, 7) } else { (5, 10) };
-            for k in [0u32, 2, 3, 7] {
-                if m - k > 8 {
-                    continue;
-                }
+            for k in [0u32, 1, 2, 3, 7] {
                 for head in &heads {
-                    let mut programs = vec![fields(e, m, k, [head.clone(), raw(), raw()]), head.clone()];
+                    let mut programs = vec![
+                        fields(e, m, k, [head.clone(), raw(), raw()]),
+                        head.clone(),
+                        byteplanes(vec![head.clone(), raw()]),
+                    ];
                     // Constant parts, where the data has them.
                     let pos = Stream::from_fn(Ty::u(16), n, |i| x.get(i) & 0x7FFF);
                     programs.push(fields(e, m, k, [head.clone(), konst(0), raw()]));
@@ -217,7 +266,7 @@ mod tests {
             }
         }
         // Every head, most widths and both part kinds were compared (not skipped as inapplicable).
-        assert!(checked >= 300, "{checked} cases");
+        assert!(checked >= 500, "{checked} cases");
     }
 
     /// Damaged payloads are errors or the right length, never a panic.
