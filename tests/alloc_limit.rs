@@ -230,6 +230,7 @@ fn coded_tensors() -> Vec<Coded> {
         c("raw", "I64", 64, rng.bytes(8 * 500), raw()),
         c("const", "F32", 32, words(4, 1000, |_| 1.0f32.to_bits() as u64), konst(1.0f32.to_bits() as u64)),
         c("planes", "F16", 16, data_for("F16", 1500, &mut rng, false), byteplanes(vec![rans(), huffman()])),
+        c("lanes", "BF16", 16, data_for("BF16", 5000, &mut rng, false), fields(8, 7, 3, [lanes_prev(), raw(), raw()])),
     ]
 }
 
@@ -562,7 +563,7 @@ fn forged_coder_sizes_allocate_nothing_beyond_the_limit() {
         // The length of a leaf's string.
         let mut p = Vec::new();
         put_varint(&mut p, v);
-        for name in ["prev", "huff", "lz", "raw"] {
+        for name in ["prev", "huff", "lz", "raw", "lanes"] {
             case(format!("{name}: leaf length {v}"), name, p.clone());
         }
         // rANS: the count of renormalization words.
@@ -583,6 +584,15 @@ fn forged_coder_sizes_allocate_nothing_beyond_the_limit() {
         w.gamma(k);
         w.put(0, 1);
         case(format!("huffman {k} symbols"), "huff", leaf(&w.finish()));
+    }
+    // lanes: most distinct symbols declared, with nothing after them (the head leaf of `fields`;
+    // the sign and low parts follow as empty leaves).
+    for u in [4095u64, 4096, 65536, 1 << 40] {
+        let mut w = BitWriter::new();
+        w.gamma(u);
+        let mut p = leaf(&w.finish());
+        p.extend([0, 0]);
+        case(format!("lanes {u} symbols"), "lanes", p);
     }
     let mut total = Usage { largest: 0, peak: 0 };
     for (what, forged) in &cases {
