@@ -472,8 +472,8 @@ impl<'a> SpecReader<'a> {
                 return Err(Error::corrupt("lanes: gamma code too long"));
             }
             if z < self.n {
-                // The zeros and the one.
-                self.acc >>= z + 1;
+                // The zeros and the one (all 64 bits when the one is the top bit).
+                self.acc = self.acc.checked_shr(z + 1).unwrap_or(0);
                 self.n -= z + 1;
                 break;
             }
@@ -1393,8 +1393,9 @@ fn scalar_run<const MAPPED: bool, const ESC: bool, const CTX: bool>(
 }
 
 /// Decodes exactly `out.len()` symbols from the start of `input`; returns the bytes consumed.
-/// Forged or truncated input gives `Err(Error::Corrupt(..))`, never a panic or an out-of-bounds
-/// read; memory is bounded by the tables.
+/// Forged or truncated input gives `Err(Error::Corrupt(..))` (`out` then holds unspecified
+/// values), never a panic or an out-of-bounds read; memory is bounded by the tables (at most
+/// 32 KiB of decode table and a few KiB more).
 pub fn decode(input: &[u8], out: &mut [u16]) -> Result<usize> {
     decode_at(crate::simd::level(), input, out)
 }
@@ -1915,6 +1916,41 @@ mod tests {
         // Four classes need precision 11 at most; the thresholds must stay below the ranks.
         let four = Spec { prec: 11, thresholds: vec![1, 2, 3], class_v: vec![vec![1, 0, 2, 3]; 4], ..good.clone() };
         assert!(build_model(&four).is_ok());
+    }
+
+    /// The table reader reads what `BitWriter` writes: gamma codes of every length at every bit
+    /// offset, and fails cleanly at the end.
+    #[test]
+    fn spec_reader_matches_bit_writer() {
+        let mut seed = 10;
+        for shift in 0..70u32 {
+            let mut w = BitWriter::new();
+            w.put(0, shift.min(57));
+            w.put(0, shift.saturating_sub(57));
+            let mut vals = Vec::new();
+            let lens: Vec<u32> = (0..64u32).chain((0..200).map(|_| (lcg(&mut seed) % 64) as u32)).collect();
+            for len in lens {
+                let v = (1u64 << len) | ((lcg(&mut seed) << 31 ^ lcg(&mut seed)) & ((1u64 << len) - 1));
+                let bits = (lcg(&mut seed) % 57) as u32;
+                let raw = lcg(&mut seed) & ((1u64 << bits) - 1);
+                w.gamma(v);
+                w.put(raw, bits);
+                vals.push((v, raw, bits));
+            }
+            let bytes = w.finish();
+            let mut r = SpecReader::new(&bytes);
+            assert_eq!(r.get(shift.min(56)).unwrap(), 0);
+            assert_eq!(r.get(shift.saturating_sub(56)).unwrap(), 0);
+            for &(v, raw, bits) in &vals {
+                assert_eq!(r.gamma().unwrap(), v);
+                assert_eq!(r.get(bits).unwrap(), raw);
+            }
+            assert_eq!(r.bytes_consumed(), bytes.len());
+            assert!(r.get(9).is_err());
+            assert!(r.gamma().is_err());
+        }
+        // 64 zeros: too long.
+        assert!(SpecReader::new(&[0u8; 9]).gamma().is_err());
     }
 
     #[test]
