@@ -33,7 +33,7 @@ impl Level {
     pub fn decode_weight(self) -> f64 {
         match self {
             Level::Fast => 0.02,
-            Level::Default => 0.001,
+            Level::Default => 0.002,
             Level::Max => 0.0,
         }
     }

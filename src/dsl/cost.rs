@@ -20,15 +20,15 @@ pub fn op_ns(op: &Op, ty: Ty) -> f64 {
         Op::Copy(_) => 0.3 * bytes,
         // Four states over one word stream: one table, or a table looked up per symbol.
         Op::Rans(r) => match r.ctx {
-            LeafCtx::None => 4.5,
-            _ => 9.0,
+            LeafCtx::None => 3.5,
+            _ => 5.0,
         },
         // One symbol per table look-up of the code's longest length.
-        Op::Huffman(_) => 4.0,
+        Op::Huffman(_) => 3.4,
         // 32 lanes with a table in L1.
         Op::Lanes(l) => match l.ctx {
-            lanes::Ctx::None => 1.0,
-            lanes::Ctx::Prev => 1.6,
+            lanes::Ctx::None => 0.6,
+            lanes::Ctx::Prev => 0.7,
         },
         Op::Zstd(_) => 0.6 * bytes,
         // Merges of child streams (SIMD for 16-bit words), word-wise maps and scans.
