@@ -197,6 +197,8 @@ impl<'a> Archive<'a> {
             written += b.len() as u64;
             Ok(())
         };
+        // Chunk buffers, reused from batch to batch (grown, never shrunk).
+        let mut bufs: Vec<Vec<u8>> = Vec::new();
         let mut k = 0;
         while k < pieces.len() {
             // Residue spans go out at once; then up to `batch` chunks are decoded together.
@@ -208,20 +210,23 @@ impl<'a> Archive<'a> {
             while end < pieces.len() && end - k < batch && matches!(pieces[end], Piece::Chunk { .. }) {
                 end += 1;
             }
-            let decoded: Vec<Vec<u8>> = pool.install(|| {
-                pieces[k..end]
-                    .par_iter()
-                    .map(|p| match *p {
-                        Piece::Chunk { t, c, len } => {
-                            let mut buf = vec![0u8; len];
-                            self.decode_chunk(t, c, &mut buf).map(|_| buf)
-                        }
-                        Piece::Residue(..) => Err(Error::invalid("a residue span among chunks")),
-                    })
-                    .collect::<Result<_>>()
+            if bufs.len() < end - k {
+                bufs.resize_with(end - k, Vec::new);
+            }
+            pool.install(|| {
+                pieces[k..end].par_iter().zip(&mut bufs[..end - k]).try_for_each(|(p, buf)| match *p {
+                    Piece::Chunk { t, c, len } => {
+                        // Every byte is written by the decoder: no need to clear what is reused.
+                        buf.resize(len, 0);
+                        self.decode_chunk(t, c, &mut buf[..len])
+                    }
+                    Piece::Residue(..) => Err(Error::invalid("a residue span among chunks")),
+                })
             })?;
-            for d in decoded {
-                emit(&d)?;
+            for (p, buf) in pieces[k..end].iter().zip(&bufs) {
+                if let Piece::Chunk { len, .. } = *p {
+                    emit(&buf[..len])?;
+                }
             }
             k = end;
         }
