@@ -1389,6 +1389,11 @@ fn scalar_run<const MAPPED: bool, const ESC: bool, const CTX: bool>(
         for lane in 0..LANES {
             scalar_step::<MAPPED, ESC, CTX>(t, inp, esc, &mut x[lane], &mut prev[lane], &mut pos, &mut step[lane])?;
         }
+        // A damaged block fails here rather than after decoding the rest of `out` from
+        // repeated words.
+        if pos > inp.nwords {
+            return Err(Error::corrupt("lanes: data ends early"));
+        }
     }
     for (lane, o) in steps.into_remainder().iter_mut().enumerate() {
         scalar_step::<MAPPED, ESC, CTX>(t, inp, esc, &mut x[lane], &mut prev[lane], &mut pos, o)?;
