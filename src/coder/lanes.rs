@@ -1151,12 +1151,18 @@ pub fn encode(symbols: &[u16], ctx: Ctx, out: &mut Vec<u8>) -> Result<()> {
         return Ok(());
     }
     let plan = plan(symbols, ctx)?;
+    write_block(symbols, &plan, out);
+    Ok(())
+}
+
+/// Appends the block of `symbols` (at least one) coded as `plan` says.
+fn write_block(symbols: &[u16], plan: &Plan, out: &mut Vec<u8>) {
     let mut w = BitWriter::new();
     let Some(spec) = &plan.spec else {
         w.gamma(1);
         w.gamma(plan.model.coded[0] as u64 + 1);
         out.extend_from_slice(&w.finish());
-        return Ok(());
+        return;
     };
     write_spec(spec, &mut w);
     let coded = run_encoder::<true>(symbols, &plan.model);
@@ -1188,7 +1194,6 @@ pub fn encode(symbols: &[u16], ctx: Ctx, out: &mut Vec<u8>) -> Result<()> {
     for (dst, &wd) in out[start..].chunks_exact_mut(2).zip(coded.words.iter().rev()) {
         dst.copy_from_slice(&wd.to_le_bytes());
     }
-    Ok(())
 }
 
 /// Exact encoded size in bytes (what [`encode`] would append): the same choices and state
@@ -1383,6 +1388,11 @@ fn scalar_run<const MAPPED: bool, const ESC: bool, const CTX: bool>(
     for step in &mut steps {
         for lane in 0..LANES {
             scalar_step::<MAPPED, ESC, CTX>(t, inp, esc, &mut x[lane], &mut prev[lane], &mut pos, &mut step[lane])?;
+        }
+        // A damaged block fails here rather than after decoding the rest of `out` from
+        // repeated words.
+        if pos > inp.nwords {
+            return Err(Error::corrupt("lanes: data ends early"));
         }
     }
     for (lane, o) in steps.into_remainder().iter_mut().enumerate() {
@@ -1951,6 +1961,69 @@ mod tests {
         }
         // 64 zeros: too long.
         assert!(SpecReader::new(&[0u8; 9]).gamma().is_err());
+    }
+
+    /// Blocks with tables the encoder seldom or never picks (everything escaped, one index bit of
+    /// escapes or none, four classes on short blocks, mapped mode with classes and escapes) decode
+    /// right at every level.
+    #[test]
+    fn forced_tables_round_trip() {
+        // `q_t` in units of the quantized log-count, `thresholds` in rank space.
+        fn forced(symbols: &[u16], r_log: u32, prec: u32, q_t: u32, thresholds: &[u16]) -> Option<Vec<u8>> {
+            let hist = histogram(symbols);
+            let q: Vec<u32> = hist.iter().map(|h| quantize(h.1, r_log)).collect();
+            let syms: Vec<u16> = hist.iter().map(|h| h.0).collect();
+            let base = Spec { syms, prec, r_log, q, q_t, thresholds: Vec::new(), class_v: Vec::new() };
+            let mut spec = base.clone();
+            if !thresholds.is_empty() {
+                let m = build_model(&base).ok()?;
+                let rank_of = rank_table(&m, 65536);
+                let k = thresholds.len() + 1;
+                let class = |r: usize| thresholds.iter().filter(|&&t| t as usize <= r).count();
+                let mut counts = vec![vec![0u64; m.ranks()]; k];
+                for (i, &s) in symbols.iter().enumerate() {
+                    let c = if i >= LANES { class(rank_of[symbols[i - LANES] as usize] as usize) } else { class(0) };
+                    counts[c][rank_of[s as usize] as usize] += 1;
+                }
+                spec.thresholds = thresholds.to_vec();
+                spec.class_v = counts
+                    .iter()
+                    .map(|h| h.iter().map(|&c| if c == 0 { 0 } else { quantize(c, r_log) + 1 }).collect())
+                    .collect();
+            }
+            let model = build_model(&spec).ok()?;
+            let mut out = Vec::new();
+            write_block(symbols, &Plan { spec: Some(spec), model, est: 0.0 }, &mut out);
+            Some(out)
+        }
+        let mut seed = 11;
+        let mut built = 0;
+        for n in [2usize, 5, 33, 64, 700, 5000] {
+            let narrow = geometric(n, &mut seed, 40);
+            let wide: Vec<u16> = narrow.iter().map(|&s| s * 1500 + (s % 3)).collect();
+            let regimes = lane_regimes(n, &mut seed);
+            for syms in [&narrow, &wide, &regimes] {
+                let hist = histogram(syms);
+                if hist.len() < 2 {
+                    continue;
+                }
+                let qmax = hist.iter().map(|h| quantize(h.1, 2)).max().unwrap();
+                for q_t in [0, 1, 4, 9, qmax, qmax + 1] {
+                    for (prec, th) in
+                        [(12, &[][..]), (10, &[][..]), (12, &[1][..]), (11, &[1, 2, 3][..]), (11, &[2, 5][..])]
+                    {
+                        let Some(block) = forced(syms, 2, prec, q_t, th) else { continue };
+                        built += 1;
+                        for l in crate::simd::available() {
+                            let mut out = vec![0u16; n];
+                            assert_eq!(decode_at(l, &block, &mut out).unwrap(), block.len());
+                            assert!(&out == syms, "{l:?} n {n} q_t {q_t} prec {prec} th {th:?}");
+                        }
+                    }
+                }
+            }
+        }
+        assert!(built > 150, "{built}");
     }
 
     #[test]
