@@ -69,6 +69,7 @@ type Options struct {
 	SampleElems int   // search budget, elements per tensor; 0: the default
 	MemoryLimit int64 // memory limit in bytes (BREVIS_OPTION_MEMORY_LIMIT); 0: the default
 	NoVerify    bool  // skip the whole-file checksum on decompression
+	Level       int   // compression level: 1 fast, 2 default, 3 max (smallest); 0: the default
 }
 
 // handle returns a brevis_options handle for o (nil for the defaults); free it with free.
@@ -95,6 +96,9 @@ func (o *Options) handle() (*C.brevis_options, error) {
 	}
 	if err == nil && o.NoVerify {
 		err = set(C.BREVIS_OPTION_VERIFY, 0)
+	}
+	if err == nil && o.Level != 0 {
+		err = set(C.BREVIS_OPTION_LEVEL, int64(o.Level))
 	}
 	if err != nil {
 		C.brevis_options_free(h)

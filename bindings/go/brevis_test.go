@@ -83,6 +83,18 @@ func TestCheckpointAndArchive(t *testing.T) {
 	if err != nil || !bytes.Equal(back, orig) {
 		t.Fatalf("round trip failed: %v", err)
 	}
+	// Levels: every level round-trips, max is the smallest, and 4 is refused.
+	fast, err1 := Compress(orig, &Options{Level: 1})
+	smallest, err2 := Compress(orig, &Options{Level: 3})
+	if err1 != nil || err2 != nil || len(smallest) > len(fast) {
+		t.Fatalf("levels: %v %v, fast %d bytes, max %d", err1, err2, len(fast), len(smallest))
+	}
+	if back, err := Decompress(fast, nil); err != nil || !bytes.Equal(back, orig) {
+		t.Fatalf("level 1 round trip failed: %v", err)
+	}
+	if _, err := Compress(orig, &Options{Level: 4}); err == nil {
+		t.Fatal("level 4 was accepted")
+	}
 
 	want := tensors(t, orig)
 	a, err := OpenArchive(packed)

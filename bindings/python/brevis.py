@@ -147,7 +147,8 @@ def _check(code, what=""):
 
 
 # brevis_option keys (fixed values).
-_KEYS = {"threads": 1, "chunk_bytes": 2, "sample_elems": 3, "memory_limit": 4, "verify": 5}
+_KEYS = {"threads": 1, "chunk_bytes": 2, "sample_elems": 3, "memory_limit": 4, "verify": 5, "level": 6}
+_LEVELS = {"fast": 1, "default": 2, "max": 3}
 
 
 class _Options:
@@ -187,12 +188,22 @@ def compress_bound(n):
     return _bound(n)
 
 
-def compress(data, *, threads=None, chunk_bytes=None, sample_elems=None):
-    """Compresses `data` (any bytes-like object; safetensors gets a program per tensor)."""
+def _level(level):
+    if level is None:
+        return None
+    if level not in _LEVELS:
+        raise ValueError(f"unknown level {level!r} (fast, default or max)")
+    return _LEVELS[level]
+
+
+def compress(data, *, threads=None, chunk_bytes=None, sample_elems=None, level=None):
+    """Compresses `data` (any bytes-like object; safetensors gets a program per tensor).
+    `level`: "fast" (fastest to decode), "default" or "max" (smallest)."""
     data = _bytes(data)
     dst = ctypes.create_string_buffer(_bound(len(data)))
     n = _size()
-    with _Options({"threads": threads, "chunk_bytes": chunk_bytes, "sample_elems": sample_elems}) as o:
+    settings = {"threads": threads, "chunk_bytes": chunk_bytes, "sample_elems": sample_elems, "level": _level(level)}
+    with _Options(settings) as o:
         _check(_compress(data, len(data), dst, len(dst), o, ctypes.byref(n)), "compress")
     return dst.raw[: n.value]
 

@@ -65,6 +65,15 @@ class BrevisTest(unittest.TestCase):
         self.assertLess(len(self.archive), len(self.original))
         self.assertEqual(brevis.decompress(self.archive, threads=1, verify=True), self.original)
 
+    def test_levels(self):
+        fast = brevis.compress(self.original, level="fast")
+        smallest = brevis.compress(self.original, level="max")
+        self.assertEqual(brevis.decompress(fast), self.original)
+        self.assertEqual(brevis.decompress(smallest), self.original)
+        self.assertLessEqual(len(smallest), len(fast))
+        with self.assertRaises(ValueError):
+            brevis.compress(b"x", level="fastest")
+
     def test_archive_reads_one_tensor_by_name(self):
         expected = tensors_of(self.original)
         keep("fixture.brv", self.archive)

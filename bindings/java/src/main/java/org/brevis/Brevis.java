@@ -19,6 +19,7 @@ public final class Brevis {
         int sampleElems = -1;
         long memoryLimit = -1;
         int verify = -1;
+        int level = -1;
 
         /** Worker threads; 0 uses every core. */
         public Options threads(int n) { threads = n; return this; }
@@ -30,6 +31,8 @@ public final class Brevis {
         public Options memoryLimit(long n) { memoryLimit = n; return this; }
         /** Whether decompression checks the whole-file checksum. */
         public Options verify(boolean v) { verify = v ? 1 : 0; return this; }
+        /** Compression level: 1 fast (fastest to decode), 2 default, 3 max (smallest). */
+        public Options level(int n) { level = n; return this; }
 
         /** A brevis_options handle (null for the defaults); free it with brevis_options_free. */
         Pointer handle() {
@@ -40,6 +43,7 @@ public final class Brevis {
                 set(h, 3, sampleElems);
                 set(h, 4, memoryLimit);
                 set(h, 5, verify);
+                set(h, 6, level);
             } catch (BrevisException e) {
                 Native.LIB.brevis_options_free(h);
                 throw e;

@@ -49,6 +49,10 @@ public class BrevisTest {
     public void checkpointRoundTrip() {
         assertTrue(archive.length < original.length);
         assertArrayEquals(original, Brevis.decompress(archive, new Brevis.Options().threads(1).verify(true)));
+        byte[] fast = Brevis.compress(original, new Brevis.Options().level(1));
+        byte[] smallest = Brevis.compress(original, new Brevis.Options().level(3));
+        assertArrayEquals(original, Brevis.decompress(fast));
+        assertTrue(smallest.length <= fast.length);
     }
 
     @Test
