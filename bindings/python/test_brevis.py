@@ -119,7 +119,7 @@ class BrevisTest(unittest.TestCase):
         with self.assertRaises(brevis.InvalidArgumentError):
             brevis.compress(b"x", chunk_bytes=0)
         with self.assertRaises(TypeError):
-            brevis.compress(b"x", level=3)
+            brevis.compress(b"x", budget=3)
         with self.assertRaises(brevis.LimitError):
             brevis.decompress(self.archive, memory_limit=0)
 
