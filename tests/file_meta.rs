@@ -177,6 +177,13 @@ fn records_are_extensible_and_checked() {
             raw.extend_from_slice(records);
         }
     };
+    // The writer's form, as docs/FORMAT.md gives it: after the entries, one record, tag 1.
+    let m0640 = FileMeta { mode: 0o640, mtime: THEN.0, mtime_nanos: THEN.1 };
+    let with = brevis::compress(&m, &brevis::Options { file_meta: Some(m0640), ..Default::default() }).unwrap();
+    let mut tail = Vec::new();
+    with_meta(&with, |raw| tail = raw[raw.len() - 14..].to_vec());
+    // Record count 1, tag 1, an 11-byte body.
+    assert_eq!(tail, [1, 1, 0x0b, 0xa0, 0x03, 0x80, 0xc0, 0xf0, 0xf5, 0x0b, 0x95, 0x9a, 0xef, 0x3a]);
     // Tag 1: mode 0o640 (varint 0xa0 0x03), mtime 5 (zigzag 10), nanos 7.
     let meta = Some(FileMeta { mode: 0o640, mtime: 5, mtime_nanos: 7 });
     for (records, want) in [
