@@ -33,9 +33,14 @@ fn model() -> Vec<u8> {
 
 /// Runs the brevis binary in `dir` under `umask` (octal, as the shell's `umask` takes it).
 fn brevis(dir: &Path, umask: &str, args: &[&str]) -> Output {
+    brevis_after(dir, &format!("umask {umask}"), args)
+}
+
+/// Runs the brevis binary in `dir` from a shell that first runs `setup`.
+fn brevis_after(dir: &Path, setup: &str, args: &[&str]) -> Output {
     Command::new("sh")
         .arg("-c")
-        .arg(format!("umask {umask} && exec \"$0\" \"$@\""))
+        .arg(format!("{setup} && exec \"$0\" \"$@\""))
         .arg(env!("CARGO_BIN_EXE_brevis"))
         .args(args)
         .current_dir(dir)
@@ -351,15 +356,8 @@ fn write_errors_name_the_output() {
         (vec!["compress", "noise", "-o", "small.brv"], "small.brv"),
         (vec!["decompress", "noise.brv", "-o", "small.out"], "small.out"),
     ] {
-        // 100 blocks of 512 bytes: less than either output.
-        let o = Command::new("sh")
-            .arg("-c")
-            .arg("ulimit -f 100 && trap '' XFSZ && exec \"$0\" \"$@\"")
-            .arg(env!("CARGO_BIN_EXE_brevis"))
-            .args(&args)
-            .current_dir(d)
-            .output()
-            .unwrap();
+        // 100 blocks of 512 bytes (or 1024, by the shell): less than either output.
+        let o = brevis_after(d, "ulimit -f 100 && trap '' XFSZ", &args);
         let line = fails(&o);
         assert!(line.starts_with(&format!("brevis: cannot write {out}: ")), "{args:?}: {line}");
         assert_eq!(listing(d), before, "{args:?}");
