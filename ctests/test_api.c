@@ -18,9 +18,12 @@
 #include <brevis.h>
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 
 static int passed, failed;
 
@@ -134,7 +137,7 @@ static void test_version_and_errors(void) {
           BREVIS_ERROR_PANIC == -10);
     CHECK(BREVIS_OPTION_THREADS == 1 && BREVIS_OPTION_CHUNK_BYTES == 2 &&
           BREVIS_OPTION_SAMPLE_ELEMS == 3 && BREVIS_OPTION_MEMORY_LIMIT == 4 &&
-          BREVIS_OPTION_VERIFY == 5 && BREVIS_OPTION_LEVEL == 6);
+          BREVIS_OPTION_VERIFY == 5 && BREVIS_OPTION_LEVEL == 6 && BREVIS_OPTION_PRESERVE == 7);
 }
 
 static void test_options(void) {
@@ -160,6 +163,10 @@ static void test_options(void) {
     EXPECT(BREVIS_ERROR_INVALID_ARGUMENT, brevis_options_set(o, BREVIS_OPTION_LEVEL, 0));
     EXPECT(BREVIS_ERROR_INVALID_ARGUMENT, brevis_options_set(o, BREVIS_OPTION_LEVEL, 4));
     EXPECT(BREVIS_OK, brevis_options_set(o, BREVIS_OPTION_LEVEL, 2));
+    EXPECT(BREVIS_OK, brevis_options_set(o, BREVIS_OPTION_PRESERVE, 0));
+    EXPECT(BREVIS_OK, brevis_options_set(o, BREVIS_OPTION_PRESERVE, 1));
+    EXPECT(BREVIS_ERROR_INVALID_ARGUMENT, brevis_options_set(o, BREVIS_OPTION_PRESERVE, 2));
+    EXPECT(BREVIS_ERROR_INVALID_ARGUMENT, brevis_options_set(o, BREVIS_OPTION_PRESERVE, -1));
     EXPECT(BREVIS_ERROR_INVALID_ARGUMENT, brevis_options_set(o, BREVIS_OPTION_VERIFY, 2));
     EXPECT(BREVIS_ERROR_INVALID_ARGUMENT, brevis_options_set(o, (brevis_option)0, 1));
     EXPECT(BREVIS_ERROR_INVALID_ARGUMENT, brevis_options_set(o, (brevis_option)99, 1));
@@ -520,6 +527,7 @@ static void test_files(const char *path, const unsigned char *orig, size_t n, co
     brevis_options *lim = brevis_options_new();
     EXPECT(BREVIS_OK, brevis_options_set(lim, BREVIS_OPTION_MEMORY_LIMIT, n > 1 ? (int64_t)n - 1 : 1));
     EXPECT(BREVIS_OK, brevis_options_set(lim, BREVIS_OPTION_THREADS, 2));
+    EXPECT(BREVIS_OK, brevis_options_set(lim, BREVIS_OPTION_PRESERVE, 0)); /* no file metadata */
     EXPECT(BREVIS_OK, brevis_compress_file(path, arc, lim));
     CHECK(file_is(arc, buf, size));
     remove(back);
@@ -558,6 +566,59 @@ static void test_files(const char *path, const unsigned char *orig, size_t n, co
     EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_decompress_file(arc, NULL, o));
     CHECK(count_entries(tmp, ".brevis-") == 0); /* no temporary file left by any call */
     brevis_options_free(o);
+    remove(arc);
+    remove(back);
+}
+
+/* Whether `path` has permission bits `mode` and, when `mtime` is not 0, that modification time. */
+static int attrs_are(const char *path, mode_t mode, time_t mtime) {
+    struct stat st;
+    if (stat(path, &st) != 0) return 0;
+    if ((st.st_mode & 0777) != mode) {
+        fprintf(stderr, "%s: mode %o, expected %o\n", path, (unsigned)(st.st_mode & 0777), (unsigned)mode);
+        return 0;
+    }
+    return mtime == 0 || st.st_mtime == mtime;
+}
+
+/* The file functions give outputs the input's permission bits (under the umask) and mtime, and
+ * decompression the original's as the archive records them; BREVIS_OPTION_PRESERVE 0 does not. */
+static void test_preserve(const unsigned char *orig, size_t n, const char *tmp) {
+    char in[4096], arc[4096], back[4096];
+    snprintf(in, sizeof in, "%s/c-api-meta.in", tmp);
+    snprintf(arc, sizeof arc, "%s/c-api-meta.brv", tmp);
+    snprintf(back, sizeof back, "%s/c-api-meta.out", tmp);
+    FILE *f = fopen(in, "wb");
+    CHECK(f != NULL && fwrite(orig, 1, n < 5000 ? n : 5000, f) == (n < 5000 ? n : 5000));
+    if (f) fclose(f);
+    const time_t then = 1500000000; /* 2017-07-14 */
+    struct timespec times[2] = {{then, 0}, {then, 0}};
+    CHECK(chmod(in, 0640) == 0 && utimensat(AT_FDCWD, in, times, 0) == 0);
+    mode_t old = umask(022);
+    EXPECT(BREVIS_OK, brevis_compress_file(in, arc, NULL));
+    CHECK(attrs_are(arc, 0640, then));
+    /* The archive copied around: another mode and time; the original's come back. */
+    CHECK(chmod(arc, 0600) == 0 && utimensat(AT_FDCWD, arc, NULL, 0) == 0);
+    EXPECT(BREVIS_OK, brevis_decompress_file(arc, back, NULL));
+    CHECK(attrs_are(back, 0640, then));
+    umask(077);
+    EXPECT(BREVIS_OK, brevis_decompress_file(arc, back, NULL));
+    CHECK(attrs_are(back, 0600, then));
+    /* Off: plain new files (0666 under the umask, now), and nothing recorded. */
+    umask(022);
+    brevis_options *o = brevis_options_new();
+    EXPECT(BREVIS_OK, brevis_options_set(o, BREVIS_OPTION_PRESERVE, 0));
+    EXPECT(BREVIS_OK, brevis_decompress_file(arc, back, o));
+    CHECK(attrs_are(back, 0644, 0));
+    struct stat st;
+    CHECK(stat(back, &st) == 0 && st.st_mtime > then);
+    EXPECT(BREVIS_OK, brevis_compress_file(in, arc, o));
+    CHECK(attrs_are(arc, 0644, 0));
+    EXPECT(BREVIS_OK, brevis_decompress_file(arc, back, NULL)); /* no record: the archive's */
+    CHECK(attrs_are(back, 0644, 0) && stat(back, &st) == 0 && st.st_mtime > then);
+    brevis_options_free(o);
+    umask(old);
+    remove(in);
     remove(arc);
     remove(back);
 }
@@ -615,6 +676,7 @@ int main(int argc, char **argv) {
     test_archive_with_options(orig, arc, size);
     test_reference(orig, n);
     test_files(argv[1], orig, n, argv[2]);
+    test_preserve(orig, n, argv[2]);
     if (release) {
         /* No test hook in a release library: its key is unknown. */
         brevis_options *o = brevis_options_new();

@@ -121,6 +121,16 @@ typedef enum {
      * programs. Any level decodes with the same functions.
      */
     BREVIS_OPTION_LEVEL = 6,
+    /**
+     * 1 (the default): `brevis_compress_file` records the input's permission bits and
+     * modification time in the archive, and gives them to the archive file; and
+     * `brevis_decompress_file` gives the output the original's, as the archive records them
+     * (else the archive file's). Outputs get the permission bits under the process's umask
+     * and, when the process runs as root, the input's owner. 0: outputs are plain new files
+     * (mode 0666 under the umask, the current time) and the archive records nothing, as
+     * `brevis_compress` of the same bytes. The buffer functions never read or record them.
+     */
+    BREVIS_OPTION_PRESERVE = 7,
 } brevis_option;
 
 /**
@@ -347,8 +357,11 @@ int brevis_decompress_with_ref_and_options(const uint8_t *src,
  * nothing is left behind and an existing `dst_path` is unchanged). The input is read in windows
  * and the archive written as it is made: memory stays near `BREVIS_OPTION_MEMORY_LIMIT` (about
  * `BREVIS_OPTION_THREADS` x `BREVIS_OPTION_CHUNK_BYTES` x 6 at most, plus the index) whatever
- * the file size. The archive is the one `brevis_compress` makes of the same bytes. `opts` NULL
- * uses the defaults. The input must not change meanwhile (a change of size is an error).
+ * the file size. By default (`BREVIS_OPTION_PRESERVE` 1) the archive records the input's
+ * permission bits and modification time, and the archive file gets them too; with
+ * `BREVIS_OPTION_PRESERVE` 0 the archive is the one `brevis_compress` makes of the same bytes.
+ * `opts` NULL uses the defaults. The input must not change meanwhile (a change of size is an
+ * error).
  *
  * # Safety
  * `src_path` and `dst_path` must be NUL-terminated strings, `opts` NULL or a live handle.
@@ -361,7 +374,9 @@ int brevis_compress_file(const char *src_path, const char *dst_path, const brevi
  * verified; on error nothing is left behind and an existing `dst_path` is unchanged). The
  * original is written as it is decoded, a batch of chunks at a time: memory stays near
  * `BREVIS_OPTION_MEMORY_LIMIT` (about `BREVIS_OPTION_THREADS` x chunk size x 6 at most, plus
- * the index) whatever the file size. `opts` NULL uses the defaults.
+ * the index) whatever the file size. By default (`BREVIS_OPTION_PRESERVE` 1) the output gets
+ * the original's permission bits and modification time as the archive records them, else the
+ * archive file's. `opts` NULL uses the defaults.
  *
  * # Safety
  * `src_path` and `dst_path` must be NUL-terminated strings, `opts` NULL or a live handle.

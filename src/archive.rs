@@ -79,6 +79,14 @@ impl<'a> Archive<'a> {
         self.index.original_size
     }
 
+    /// The original file's mode and modification time, when the archive records them (format
+    /// version 3, made with [`crate::Options::file_meta`]); None for older archives and for
+    /// archives made without. Decoding never applies them: writers of files do
+    /// ([`crate::file_meta::OutputAttrs::like`]).
+    pub fn file_meta(&self) -> Option<crate::FileMeta> {
+        self.index.file_meta
+    }
+
     pub fn len(&self) -> usize {
         self.index.tensors.len()
     }

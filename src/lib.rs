@@ -18,6 +18,7 @@ pub mod container;
 pub mod dsl;
 pub mod error;
 pub mod ffi;
+pub mod file_meta;
 mod level;
 pub mod reference;
 pub mod simd;
@@ -29,6 +30,7 @@ mod work;
 pub use archive::{Archive, TensorInfo};
 pub use compress::ProgramOverride;
 pub use error::{Error, Result};
+pub use file_meta::FileMeta;
 pub use level::Level;
 
 use compress::{compress_in_memory, compress_source};
@@ -62,6 +64,12 @@ pub struct Options {
     pub reuse: bool,
     /// How the search trades size against decode time (never stored in the archive).
     pub level: Level,
+    /// The original file's mode and modification time, recorded in the archive for
+    /// decompression to restore ([`Archive::file_meta`]); None (the default) records nothing.
+    /// Never read from a file by the library: the caller sets it, e.g. from
+    /// [`FileMeta::of`] of the input's metadata (as `brevis compress` and
+    /// `brevis_compress_file` do unless told not to).
+    pub file_meta: Option<FileMeta>,
 }
 
 impl Options {
@@ -83,6 +91,7 @@ impl Default for Options {
             memory_limit: DEFAULT_MEMORY_LIMIT,
             reuse: true,
             level: Level::Default,
+            file_meta: None,
         }
     }
 }
@@ -187,7 +196,9 @@ pub fn decompress_with_ref(archive: &[u8], reference: &[u8], opts: &DecodeOption
 /// whatever the file size: the footer and the index are read first, then chunks are decoded a
 /// batch at a time in file order. With `opts.verify`, the whole-file checksum is computed as the
 /// bytes go out (a mismatch is an error after they are written: write to a temporary file).
-/// Returns the original's length.
+/// Returns the original's length. The original's recorded mode and modification time are the
+/// caller's to apply: open the archive with [`Archive::open_source`] to read
+/// [`Archive::file_meta`] and decode with [`Archive::decompress_to`].
 pub fn decompress_file(archive: &std::fs::File, output: &mut dyn std::io::Write, opts: &DecodeOptions) -> Result<u64> {
     let a = Archive::open_source(Source::file(archive)?, opts.memory_limit)?;
     a.decompress_to(output, opts)

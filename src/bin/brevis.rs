@@ -3,11 +3,14 @@
 //! zstd's habits: the input is never modified or deleted; an existing output is never replaced
 //! without `-f`; output goes to a temporary file in the destination folder that is renamed into
 //! place only when complete (and removed on error or Ctrl-C); errors are one line on stderr
-//! and a non-zero exit.
+//! that names the file concerned, and a non-zero exit. Outputs take their input's permission
+//! bits (under the umask), modification time and, for root, owner; decompression takes the
+//! original's mode and time from the archive when it records them (unless `--no-preserve`).
 
 #[path = "brevis/bench.rs"]
 mod bench;
 
+use brevis::file_meta::OutputAttrs;
 use brevis::source::MappedFile as Input;
 use clap::{Args, Parser, Subcommand};
 use std::collections::BTreeMap;
@@ -82,6 +85,11 @@ struct CompressArgs {
     /// which is read whole.
     #[arg(long = "memory-limit", value_name = "SIZE", default_value = "1G", value_parser = parse_size)]
     memory_limit: u64,
+    /// Neither record the input's mode and modification time in the archive nor give them to
+    /// the archive file (it gets mode 0666 under the umask and the current time); the archive is
+    /// then the one the library makes of the same bytes.
+    #[arg(long = "no-preserve")]
+    no_preserve: bool,
     #[command(flatten)]
     search: SearchArgs,
     #[command(flatten)]
@@ -134,6 +142,11 @@ struct DecompressArgs {
     /// in windows. With --ref, everything is in memory and this bounds the output instead.
     #[arg(long = "memory-limit", value_name = "SIZE", value_parser = parse_size)]
     memory_limit: Option<u64>,
+    /// Give the output mode 0666 under the umask and the current time, instead of the
+    /// original's mode and modification time as the archive records them (else the archive
+    /// file's).
+    #[arg(long = "no-preserve")]
+    no_preserve: bool,
     #[command(flatten)]
     common: Common,
 }
@@ -258,62 +271,84 @@ fn main() -> ExitCode {
 
 /// Maps the input read-only. The file must not change while it is mapped.
 fn read_input(path: &Path) -> Result<Input, String> {
+    open(path)?;
     Input::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))
 }
 
 /// Writes `data` to `out` atomically: temp file in the same folder, fsync, rename.
-fn write_atomic(out: &Path, force: bool, data: &[u8]) -> Result<(), String> {
-    write_atomic_with(out, force, |f| f.write_all(data).map_err(|e| format!("cannot write {}: {e}", out.display())))
+fn write_atomic(out: &Path, force: bool, attrs: &OutputAttrs, data: &[u8]) -> Result<(), String> {
+    write_atomic_with(out, force, attrs, |f| {
+        f.write_all(data).map_err(|e| format!("cannot write {}: {e}", out.display()))
+    })
 }
 
-/// Lets `fill` write `out` into a temporary file in the same folder, then fsyncs it and renames
-/// it into place; on an error (or Ctrl-C) the temporary file is removed and nothing is left.
+/// Lets `fill` write `out` into a temporary file in the same folder, created with `attrs`'s
+/// mode (under the umask); then gives it `attrs`'s time and owner, fsyncs it and renames it
+/// into place. On an error (or Ctrl-C) the temporary file is removed and nothing is left.
 fn write_atomic_with(
     out: &Path,
     force: bool,
+    attrs: &OutputAttrs,
     fill: impl FnOnce(&mut std::fs::File) -> Result<(), String>,
 ) -> Result<(), String> {
     let dir = match out.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".brevis-")
-        .suffix(".tmp")
-        .tempfile_in(&dir)
-        .map_err(|e| format!("cannot create a temporary file in {}: {e}", dir.display()))?;
+    let mut b = tempfile::Builder::new();
+    b.prefix(".brevis-").suffix(".tmp");
+    #[cfg(unix)]
+    b.permissions(attrs.permissions());
+    let mut tmp =
+        b.tempfile_in(&dir).map_err(|e| format!("cannot create a temporary file in {}: {e}", dir.display()))?;
     *PENDING.lock().unwrap() = Some(tmp.path().to_path_buf());
     let res = (|| {
         fill(tmp.as_file_mut())?;
-        tmp.as_file().sync_all().map_err(|e| format!("cannot sync {}: {e}", out.display()))?;
-        if force {
-            tmp.persist(out).map(|_| ()).map_err(|e| format!("cannot create {}: {}", out.display(), e.error))
-        } else {
-            tmp.persist_noclobber(out).map(|_| ()).map_err(|e| {
-                if e.error.kind() == std::io::ErrorKind::AlreadyExists {
-                    format!("{} already exists; use -f to overwrite", out.display())
-                } else {
-                    format!("cannot create {}: {}", out.display(), e.error)
-                }
-            })
-        }
+        attrs.apply(tmp.as_file()).map_err(|e| format!("cannot set the time of {}: {e}", out.display()))?;
+        tmp.as_file().sync_all().map_err(|e| format!("cannot write {}: {e}", out.display()))?;
+        let kept = if force { tmp.persist(out) } else { tmp.persist_noclobber(out) };
+        kept.map(|_| ()).map_err(|e| match e.error.kind() {
+            std::io::ErrorKind::AlreadyExists if !force => {
+                format!("{} already exists; use -f to overwrite", out.display())
+            }
+            _ if out.is_dir() => format!("{} is a directory", out.display()),
+            _ => format!("cannot create {}: {}", out.display(), e.error),
+        })
     })();
     *PENDING.lock().unwrap() = None;
     res
 }
 
+/// Refuses an output that is a directory (or names one: it ends in `/`), that exists (without
+/// `force`), or that is the input.
 fn check_output(input: &Path, out: &Path, force: bool) -> Result<(), String> {
+    if out.is_dir() {
+        return Err(format!("{} is a directory; give a file name with -o", out.display()));
+    }
+    if out.as_os_str().to_string_lossy().ends_with(std::path::is_separator) {
+        return Err(format!("{} names a directory (it ends in '/'); give a file name with -o", out.display()));
+    }
     if out.exists() {
         if !force {
             return Err(format!("{} already exists; use -f to overwrite", out.display()));
         }
         if let (Ok(a), Ok(b)) = (std::fs::canonicalize(input), std::fs::canonicalize(out)) {
             if a == b {
-                return Err("input and output are the same file".into());
+                return Err(format!("{} is both the input and the output", out.display()));
             }
         }
     }
     Ok(())
+}
+
+/// A library error about `input`, or about `out` when writing it failed (`write_failed`, or
+/// the archive writer's own [`brevis::container::WriteError`]).
+fn named(e: brevis::Error, input: &Path, out: &Path, write_failed: bool) -> String {
+    let writing = write_failed || brevis::container::is_write_error(&e);
+    match e {
+        brevis::Error::Io(io) if writing => format!("cannot write {}: {io}", out.display()),
+        e => format!("{}: {e}", input.display()),
+    }
 }
 
 fn parse_level(s: &str) -> Result<brevis::Level, String> {
@@ -334,8 +369,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
         Cmd::Bench(args) if args.search => bench_search(args),
         Cmd::Bench(args) => bench_speed(args),
         Cmd::Inspect { archive } => {
-            let a = open(&archive)?;
-            print_programs(brevis::source::Source::file(&a).map_err(|e| e.to_string())?)?;
+            print_programs(&archive, &open(&archive)?)?;
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Verify(args) => verify(args),
@@ -343,15 +377,15 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
 }
 
 fn compress(args: CompressArgs) -> Result<ExitCode, String> {
-    let CompressArgs { input, output, force, chunk_size, reference, memory_limit, search, common } = args;
+    let CompressArgs { input, output, force, chunk_size, reference, memory_limit, no_preserve, search, common } = args;
     let out = output.unwrap_or_else(|| {
         let mut s = input.clone().into_os_string();
         s.push(".brv");
         PathBuf::from(s)
     });
+    let (file, meta) = open_regular(&input)?;
     check_output(&input, &out, force)?;
-    let file = open(&input)?;
-    let size = file.metadata().map_err(|e| format!("cannot stat {}: {e}", input.display()))?.len();
+    let size = meta.len();
     if chunk_size == 0 {
         return Err("--chunk-size must be positive".into());
     }
@@ -373,25 +407,28 @@ fn compress(args: CompressArgs) -> Result<ExitCode, String> {
         memory_limit,
         reuse: !search.search_each,
         level: search.level,
+        file_meta: (!no_preserve).then(|| brevis::FileMeta::of(&meta)),
         ..Default::default()
     };
+    let attrs = if no_preserve { OutputAttrs::plain() } else { OutputAttrs::like(&meta, None) };
     let mut archive_len = 0u64;
     match &reference {
         // Against a reference, the input and the reference are mapped whole.
         Some(r) => {
             let data = read_input(&input)?;
-            let archive = brevis::compress_with_ref(&data, &read_input(r)?, &opts).map_err(|e| e.to_string())?;
+            let archive = brevis::compress_with_ref(&data, &read_input(r)?, &opts)
+                .map_err(|e| format!("{} against {}: {e}", input.display(), r.display()))?;
             archive_len = archive.len() as u64;
-            write_atomic(&out, force, &archive)?;
+            write_atomic(&out, force, &attrs, &archive)?;
         }
-        None => write_atomic_with(&out, force, |f| {
-            archive_len = brevis::compress_file(&file, f, &opts).map_err(|e| e.to_string())?;
+        None => write_atomic_with(&out, force, &attrs, |f| {
+            archive_len = brevis::compress_file(&file, f, &opts).map_err(|e| named(e, &input, &out, false))?;
             Ok(())
         })?,
     }
     if common.verbose {
         let a = open(&out)?;
-        print_programs(brevis::source::Source::file(&a).map_err(|e| e.to_string())?)?;
+        print_programs(&out, &a)?;
     }
     if let (Some(st), false) = (&stats, common.quiet) {
         let st: &brevis::synth::SearchStats = st;
@@ -412,7 +449,7 @@ fn compress(args: CompressArgs) -> Result<ExitCode, String> {
 }
 
 fn decompress(args: DecompressArgs) -> Result<ExitCode, String> {
-    let DecompressArgs { input, output, force, reference, memory_limit, common } = args;
+    let DecompressArgs { input, output, force, reference, memory_limit, no_preserve, common } = args;
     let out = match output {
         Some(o) => o,
         None => match input.to_str().and_then(|s| s.strip_suffix(".brv")) {
@@ -420,33 +457,46 @@ fn decompress(args: DecompressArgs) -> Result<ExitCode, String> {
             _ => return Err(format!("{} does not end in .brv; give the output with -o", input.display())),
         },
     };
+    let (file, meta) = open_regular(&input)?;
     check_output(&input, &out, force)?;
-    let file = open(&input)?;
-    let size = file.metadata().map_err(|e| format!("cannot stat {}: {e}", input.display()))?.len();
     let t0 = Instant::now();
     let opts = decode_options(common.threads, memory_limit, reference.is_some());
+    let name = |e: brevis::Error| format!("{}: {e}", input.display());
+    let attrs = |recorded: Option<brevis::FileMeta>| {
+        if no_preserve {
+            OutputAttrs::plain()
+        } else {
+            OutputAttrs::like(&meta, recorded.as_ref())
+        }
+    };
     let mut original_len = 0u64;
     match &reference {
         // Against a reference, the archive, the reference and the output are in memory.
         Some(r) => {
-            let data = read_input(&input)?;
-            let original = brevis::decompress_with_ref(&data, &read_input(r)?, &opts)
-                .map_err(|e| format!("{}: {e}", input.display()))?;
+            let (data, base) = (read_input(&input)?, read_input(r)?);
+            let mut a = brevis::Archive::open_with_limit(&data, opts.memory_limit).map_err(name)?;
+            let base = brevis::reference::Reference::new(&base).map_err(|e| format!("{}: {e}", r.display()))?;
+            a.set_reference(base).map_err(name)?;
+            let original = a.decompress(&opts).map_err(name)?;
             original_len = original.len() as u64;
-            write_atomic(&out, force, &original)?;
+            write_atomic(&out, force, &attrs(a.file_meta()), &original)?;
         }
-        None => write_atomic_with(&out, force, |f| {
-            let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
-            original_len =
-                brevis::decompress_file(&file, &mut w, &opts).map_err(|e| format!("{}: {e}", input.display()))?;
-            w.flush().map_err(|e| format!("cannot write {}: {e}", out.display()))
-        })?,
+        None => {
+            let source = brevis::source::Source::file(&file).map_err(name)?;
+            let a = brevis::Archive::open_source(source, opts.memory_limit).map_err(name)?;
+            write_atomic_with(&out, force, &attrs(a.file_meta()), |f| {
+                let mut w = Watch::new(std::io::BufWriter::with_capacity(1 << 20, f));
+                let res = a.decompress_to(&mut w, &opts);
+                original_len = res.map_err(|e| named(e, &input, &out, w.failed))?;
+                Ok(())
+            })?
+        }
     }
     if !common.quiet {
         eprintln!(
             "{}: {} -> {} in {:.2} s => {}",
             input.display(),
-            mb(size),
+            mb(meta.len()),
             mb(original_len),
             t0.elapsed().as_secs_f64(),
             out.display()
@@ -455,9 +505,39 @@ fn decompress(args: DecompressArgs) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// A writer that notes whether writing (or reading, for [`Compare`]) failed, to tell those
+/// errors from the archive's own.
+struct Watch<W> {
+    inner: W,
+    failed: bool,
+}
+
+impl<W> Watch<W> {
+    fn new(inner: W) -> Self {
+        Watch { inner, failed: false }
+    }
+
+    fn note<T>(&mut self, r: std::io::Result<T>) -> std::io::Result<T> {
+        self.failed |= r.is_err();
+        r
+    }
+}
+
+impl<W: Write> Write for Watch<W> {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        let r = self.inner.write(data);
+        self.note(r)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let r = self.inner.flush();
+        self.note(r)
+    }
+}
+
 fn prior_learn(files: Vec<PathBuf>, output: PathBuf, force: bool, common: Common) -> Result<ExitCode, String> {
-    if output.exists() && !force {
-        return Err(format!("{} already exists; use -f to overwrite", output.display()));
+    for f in &files {
+        check_output(f, &output, force)?;
     }
     let t0 = Instant::now();
     let mut prior = brevis::synth::Prior::uniform();
@@ -467,7 +547,7 @@ fn prior_learn(files: Vec<PathBuf>, output: PathBuf, force: bool, common: Common
             .map_err(|e| format!("{}: {e}", f.display()))?;
         prior.merge(&p);
     }
-    write_atomic(&output, force, prior.to_json().as_bytes())?;
+    write_atomic(&output, force, &OutputAttrs::plain(), prior.to_json().as_bytes())?;
     if !common.quiet {
         eprintln!(
             "prior from {} tensors of {} files, {} (context, production) pairs, in {:.2} s => {}",
@@ -546,21 +626,27 @@ fn verify(args: VerifyArgs) -> Result<ExitCode, String> {
     let VerifyArgs { archive, original, reference, memory_limit } = args;
     let opts = decode_options(0, memory_limit, reference.is_some());
     // The restored bytes are compared with ORIGINAL as they come (or just counted).
-    let mut check = Compare::new(original.as_deref().map(open).transpose()?);
+    let mut check = Watch::new(Compare::new(original.as_deref().map(open).transpose()?));
     let res = match &reference {
         Some(r) => {
             let data = read_input(&archive)?;
             brevis::decompress_with_ref(&data, &read_input(r)?, &opts)
                 .and_then(|restored| check.write_all(&restored).map(|_| restored.len() as u64).map_err(Into::into))
         }
-        None => brevis::decompress_file(&open(&archive)?, &mut check, &opts),
+        None => brevis::decompress_file(&open_regular(&archive)?.0, &mut check, &opts),
     };
-    if let (Some(orig), Some(at)) = (&original, check.differs_at()) {
-        return Err(format!("{} differs from {} at byte {at}", archive.display(), orig.display()));
+    let orig = original.as_deref().unwrap_or(Path::new(""));
+    let differs = |at: u64| format!("{} differs from {} at byte {at}", archive.display(), orig.display());
+    if let Some(at) = check.inner.differs_at() {
+        return Err(differs(at));
     }
-    let restored = res.map_err(|e| format!("{}: {e}", archive.display()))?;
-    if let (Some(orig), Some(at)) = (&original, check.finish().map_err(|e| e.to_string())?) {
-        return Err(format!("{} differs from {} at byte {at}", archive.display(), orig.display()));
+    let restored = res.map_err(|e| match e {
+        // Only reading ORIGINAL fails in `check`.
+        brevis::Error::Io(io) if check.failed => format!("cannot read {}: {io}", orig.display()),
+        e => format!("{}: {e}", archive.display()),
+    })?;
+    if let Some(at) = check.inner.finish().map_err(|e| format!("cannot read {}: {e}", orig.display()))? {
+        return Err(differs(at));
     }
     println!("{}: OK ({} restored, all checksums match)", archive.display(), mb(restored));
     Ok(ExitCode::SUCCESS)
@@ -574,8 +660,23 @@ fn decode_options(threads: usize, memory_limit: Option<u64>, in_memory: bool) ->
     brevis::DecodeOptions { threads, memory_limit: memory_limit.unwrap_or(fallback), ..d }
 }
 
+/// Opens a file to read; a directory is an error that says so.
 fn open(path: &Path) -> Result<std::fs::File, String> {
-    std::fs::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))
+    let f = std::fs::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    if f.metadata().is_ok_and(|m| m.is_dir()) {
+        return Err(format!("{} is a directory", path.display()));
+    }
+    Ok(f)
+}
+
+/// Opens an input that is read by position (its length taken now): a regular file.
+fn open_regular(path: &Path) -> Result<(std::fs::File, std::fs::Metadata), String> {
+    let f = open(path)?;
+    let meta = f.metadata().map_err(|e| format!("cannot stat {}: {e}", path.display()))?;
+    if !meta.is_file() {
+        return Err(format!("{} is not a regular file", path.display()));
+    }
+    Ok((f, meta))
 }
 
 /// A writer that compares what it is given with a file read sequentially (or only counts it),
@@ -640,9 +741,10 @@ impl Write for Compare {
     }
 }
 
-fn print_programs(archive: brevis::source::Source) -> Result<(), String> {
-    let a = brevis::Archive::open_source(archive, brevis::DecodeOptions::default().memory_limit)
-        .map_err(|e| e.to_string())?;
+fn print_programs(path: &Path, file: &std::fs::File) -> Result<(), String> {
+    let name = |e: brevis::Error| format!("{}: {e}", path.display());
+    let archive = brevis::source::Source::file(file).map_err(name)?;
+    let a = brevis::Archive::open_source(archive, brevis::DecodeOptions::default().memory_limit).map_err(name)?;
     let mut stdout = std::io::stdout().lock();
     let mut shapes: BTreeMap<String, (usize, u64, u64)> = BTreeMap::new();
     let (mut orig, mut comp) = (0u64, 0u64);
@@ -697,6 +799,13 @@ fn print_programs(archive: brevis::source::Source) -> Result<(), String> {
             stdout,
             "\nreference: a file of {} bytes, xxh3 {:016x}; {refs} tensors use it, saving ~{ref_saved} bytes",
             r.size, r.hash
+        );
+    }
+    if let Some(m) = a.file_meta() {
+        let _ = writeln!(
+            stdout,
+            "\noriginal file: mode {:04o}, modified {}.{:09} s after the Unix epoch",
+            m.mode, m.mtime, m.mtime_nanos
         );
     }
     let _ = writeln!(stdout, "\nprogram shapes:");

@@ -245,5 +245,6 @@ fn index(
         chunk_bytes: opts.chunk_bytes as u64,
         residue,
         tensors,
+        file_meta: opts.file_meta,
     })
 }

@@ -9,13 +9,14 @@
 use crate::coder::bitio::{put_bytes, put_varint, ByteReader};
 use crate::dsl::{fused, Env, Node, Stream, Ty};
 use crate::error::{Error, Result};
+use crate::file_meta::FileMeta;
 use crate::source::Source;
 use xxhash_rust::xxh3::xxh3_64;
 
 pub mod header_model;
 pub mod writer;
 
-pub use writer::{header, meta_and_footer, write_archive, Writer};
+pub use writer::{header, is_write_error, meta_and_footer, write_archive, WriteError, Writer};
 
 pub const MAGIC: [u8; 8] = *b"\x89BRV\r\n\x1a\n";
 pub const END_MAGIC: [u8; 8] = *b"BRVINDEX";
@@ -132,6 +133,55 @@ pub struct Index {
     /// Every original byte outside tensor data, in file order.
     pub residue: Vec<u8>,
     pub tensors: Vec<TensorEntry>,
+    /// The original file's mode and modification time, when the writer was given them
+    /// (version 3's record 1; versions 1 and 2 have none).
+    pub file_meta: Option<FileMeta>,
+}
+
+/// Tag of the record that holds the original file's mode and modification time.
+const RECORD_FILE_META: u64 = 1;
+
+/// Writes the records that follow the entries (version 3): a count, then each record as a
+/// tag and its bytes.
+fn write_records(out: &mut Vec<u8>, file_meta: Option<&FileMeta>) {
+    let Some(m) = file_meta else {
+        put_varint(out, 0);
+        return;
+    };
+    put_varint(out, 1);
+    put_varint(out, RECORD_FILE_META);
+    let mut body = Vec::new();
+    put_varint(&mut body, (m.mode & FileMeta::MODE_BITS) as u64);
+    put_varint(&mut body, ((m.mtime << 1) ^ (m.mtime >> 63)) as u64);
+    put_varint(&mut body, m.mtime_nanos as u64);
+    put_bytes(out, &body);
+}
+
+/// Reads the records that follow the entries (version 3). Unknown tags are skipped, and so are
+/// bytes after the fields a known record has, so that later versions can add either.
+fn read_records(r: &mut ByteReader) -> Result<Option<FileMeta>> {
+    // Each record takes at least 2 bytes (tag, length).
+    let n = r.len(r.remaining() as u64 / 2)?;
+    let mut file_meta = None;
+    for _ in 0..n {
+        let tag = r.varint()?;
+        let mut body = ByteReader::new(r.bytes()?);
+        if tag != RECORD_FILE_META {
+            continue;
+        }
+        if file_meta.is_some() {
+            return Err(Error::corrupt("file metadata recorded twice"));
+        }
+        let bad = |what: &str| Error::corrupt(format!("file metadata: {what} out of range"));
+        let mode =
+            u32::try_from(body.varint()?).ok().filter(|&m| m <= FileMeta::MODE_BITS).ok_or_else(|| bad("mode"))?;
+        let z = body.varint()?;
+        let mtime = (z >> 1) as i64 ^ -((z & 1) as i64);
+        let mtime_nanos =
+            u32::try_from(body.varint()?).ok().filter(|&n| n < 1_000_000_000).ok_or_else(|| bad("nanoseconds"))?;
+        file_meta = Some(FileMeta { mode, mtime, mtime_nanos });
+    }
+    Ok(file_meta)
 }
 
 impl Index {
@@ -196,6 +246,7 @@ impl Index {
                 }
             }
         }
+        write_records(out, self.file_meta.as_ref());
     }
 
     fn read(bytes: &[u8], version: u16, data_end: u64, memory_limit: u64) -> Result<Index> {
@@ -305,6 +356,7 @@ impl Index {
                 from_header,
             });
         }
+        let file_meta = if version >= 3 { read_records(&mut r)? } else { None };
         if !r.is_empty() {
             return Err(Error::corrupt("index: trailing bytes"));
         }
@@ -314,7 +366,7 @@ impl Index {
         if tensor_bytes + residue.len() as u64 != original_size {
             return Err(Error::corrupt("tensors and residue do not add up to the original size"));
         }
-        Ok(Index { version, original_size, original_hash, reference, chunk_bytes, residue, tensors })
+        Ok(Index { version, original_size, original_hash, reference, chunk_bytes, residue, tensors, file_meta })
     }
 }
 

@@ -1,6 +1,7 @@
 //! Whole-buffer and whole-file compression and decompression.
 
 use super::*;
+use crate::file_meta::OutputAttrs;
 use crate::{Archive, Options};
 use std::fs::File;
 use std::io::Write;
@@ -260,14 +261,32 @@ impl Arg<'_> for PathIn {
     }
 }
 
-fn open_input(path: &Path) -> Result<File, Status> {
-    File::open(path).map_err(|_| BREVIS_ERROR_IO)
+/// Opens an input file and reads its metadata.
+fn open_input(path: &Path) -> Result<(File, std::fs::Metadata), Status> {
+    let f = File::open(path).map_err(|_| BREVIS_ERROR_IO)?;
+    let meta = f.metadata().map_err(|_| BREVIS_ERROR_IO)?;
+    Ok((f, meta))
 }
 
-/// Writes `out` atomically: `write` fills a temporary file in the same folder, which is synced
-/// and renamed over `out` (an existing file is replaced) only when `write` succeeds. On an error
-/// or a panic the temporary file is removed, and `out` is left as it was.
-fn write_atomic(out: &Path, write: impl FnOnce(&mut File) -> Result<(), Status>) -> Result<(), Status> {
+/// What an output of the input `meta` gets: with `preserve`, the permission bits and time of
+/// `recorded` (the original's, from an archive) or else of the input; otherwise a plain file.
+fn output_attrs(preserve: bool, meta: &std::fs::Metadata, recorded: Option<crate::FileMeta>) -> OutputAttrs {
+    if preserve {
+        OutputAttrs::like(meta, recorded.as_ref())
+    } else {
+        OutputAttrs::plain()
+    }
+}
+
+/// Writes `out` atomically: `write` fills a temporary file in the same folder, created with
+/// `attrs`'s mode (under the umask), which is given `attrs`'s time and owner, synced and renamed
+/// over `out` (an existing file is replaced) only when `write` succeeds. On an error or a panic
+/// the temporary file is removed, and `out` is left as it was.
+fn write_atomic(
+    out: &Path,
+    attrs: &OutputAttrs,
+    write: impl FnOnce(&mut File) -> Result<(), Status>,
+) -> Result<(), Status> {
     let dir = match out.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
@@ -275,12 +294,10 @@ fn write_atomic(out: &Path, write: impl FnOnce(&mut File) -> Result<(), Status>)
     let mut b = tempfile::Builder::new();
     b.prefix(".brevis-").suffix(".tmp");
     #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        b.permissions(std::fs::Permissions::from_mode(0o644));
-    }
+    b.permissions(attrs.permissions());
     let mut tmp = b.tempfile_in(&dir).map_err(|_| BREVIS_ERROR_IO)?;
     write(tmp.as_file_mut())?;
+    attrs.apply(tmp.as_file()).map_err(|_| BREVIS_ERROR_IO)?;
     tmp.as_file().sync_all().map_err(|_| BREVIS_ERROR_IO)?;
     tmp.persist(out).map_err(|_| BREVIS_ERROR_IO)?;
     Ok(())
@@ -291,8 +308,11 @@ fn write_atomic(out: &Path, write: impl FnOnce(&mut File) -> Result<(), Status>)
 /// nothing is left behind and an existing `dst_path` is unchanged). The input is read in windows
 /// and the archive written as it is made: memory stays near `BREVIS_OPTION_MEMORY_LIMIT` (about
 /// `BREVIS_OPTION_THREADS` x `BREVIS_OPTION_CHUNK_BYTES` x 6 at most, plus the index) whatever
-/// the file size. The archive is the one `brevis_compress` makes of the same bytes. `opts` NULL
-/// uses the defaults. The input must not change meanwhile (a change of size is an error).
+/// the file size. By default (`BREVIS_OPTION_PRESERVE` 1) the archive records the input's
+/// permission bits and modification time, and the archive file gets them too; with
+/// `BREVIS_OPTION_PRESERVE` 0 the archive is the one `brevis_compress` makes of the same bytes.
+/// `opts` NULL uses the defaults. The input must not change meanwhile (a change of size is an
+/// error).
 ///
 /// # Safety
 /// `src_path` and `dst_path` must be NUL-terminated strings, `opts` NULL or a live handle.
@@ -305,9 +325,11 @@ pub unsafe extern "C" fn brevis_compress_file(
     // SAFETY: the caller's contract is `entry`'s.
     unsafe {
         entry(PathIn(src_path), PathIn(dst_path), opts, |src, dst, o| {
-            let input = open_input(&src)?;
-            write_atomic(&dst, |out| {
-                crate::compress_file(&input, out, &o.compress)?;
+            let (input, meta) = open_input(&src)?;
+            let mut compress = o.compress.clone();
+            compress.file_meta = o.preserve.then(|| crate::FileMeta::of(&meta));
+            write_atomic(&dst, &output_attrs(o.preserve, &meta, None), |out| {
+                crate::compress_file(&input, out, &compress)?;
                 Ok(())
             })
         })
@@ -319,7 +341,9 @@ pub unsafe extern "C" fn brevis_compress_file(
 /// verified; on error nothing is left behind and an existing `dst_path` is unchanged). The
 /// original is written as it is decoded, a batch of chunks at a time: memory stays near
 /// `BREVIS_OPTION_MEMORY_LIMIT` (about `BREVIS_OPTION_THREADS` x chunk size x 6 at most, plus
-/// the index) whatever the file size. `opts` NULL uses the defaults.
+/// the index) whatever the file size. By default (`BREVIS_OPTION_PRESERVE` 1) the output gets
+/// the original's permission bits and modification time as the archive records them, else the
+/// archive file's. `opts` NULL uses the defaults.
 ///
 /// # Safety
 /// `src_path` and `dst_path` must be NUL-terminated strings, `opts` NULL or a live handle.
@@ -332,10 +356,11 @@ pub unsafe extern "C" fn brevis_decompress_file(
     // SAFETY: the caller's contract is `entry`'s.
     unsafe {
         entry(PathIn(src_path), PathIn(dst_path), opts, |src, dst, o| {
-            let input = open_input(&src)?;
-            write_atomic(&dst, |out| {
+            let (input, meta) = open_input(&src)?;
+            let a = Archive::open_source(crate::source::Source::file(&input)?, o.decode.memory_limit)?;
+            write_atomic(&dst, &output_attrs(o.preserve, &meta, a.file_meta()), |out| {
                 let mut w = std::io::BufWriter::with_capacity(1 << 20, out);
-                crate::decompress_file(&input, &mut w, &o.decode)?;
+                a.decompress_to(&mut w, &o.decode)?;
                 w.flush().map_err(|_| BREVIS_ERROR_IO)
             })
         })

@@ -11,6 +11,9 @@ use crate::{DecodeOptions, Options};
 pub struct brevis_options {
     pub(crate) compress: Options,
     pub(crate) decode: DecodeOptions,
+    /// `BREVIS_OPTION_PRESERVE`: the file functions record and give outputs the input's mode
+    /// and modification time.
+    pub(crate) preserve: bool,
     /// The test hook's setting (see [`test_hook`]).
     #[cfg(any(test, feature = "test-hooks"))]
     test_panic: bool,
@@ -45,6 +48,7 @@ impl brevis_options {
         brevis_options {
             compress: Options::default(),
             decode: DecodeOptions::default(),
+            preserve: true,
             #[cfg(any(test, feature = "test-hooks"))]
             test_panic: false,
         }
@@ -103,6 +107,14 @@ pub enum brevis_option {
     /// programs, without decoders that are much slower for little gain; 3 (max): the smallest
     /// programs. Any level decodes with the same functions.
     BREVIS_OPTION_LEVEL = 6,
+    /// 1 (the default): `brevis_compress_file` records the input's permission bits and
+    /// modification time in the archive, and gives them to the archive file; and
+    /// `brevis_decompress_file` gives the output the original's, as the archive records them
+    /// (else the archive file's). Outputs get the permission bits under the process's umask
+    /// and, when the process runs as root, the input's owner. 0: outputs are plain new files
+    /// (mode 0666 under the umask, the current time) and the archive records nothing, as
+    /// `brevis_compress` of the same bytes. The buffer functions never read or record them.
+    BREVIS_OPTION_PRESERVE = 7,
 }
 
 /// How a `brevis_option` crosses the ABI: a plain int, so that a value outside the enum (which
@@ -153,6 +165,7 @@ pub unsafe extern "C" fn brevis_options_set(o: *mut brevis_options, key: BrevisO
             k if k == BREVIS_OPTION_LEVEL as c_int => {
                 o.compress.level = crate::Level::ALL[range(1, 3)? as usize - 1];
             }
+            k if k == BREVIS_OPTION_PRESERVE as c_int => o.preserve = range(0, 1)? == 1,
             #[cfg(any(test, feature = "test-hooks"))]
             test_hook::KEY => o.test_panic = range(0, 1)? == 1,
             _ => return Err(BREVIS_ERROR_INVALID_ARGUMENT),
