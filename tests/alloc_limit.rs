@@ -238,7 +238,8 @@ fn coded_tensors() -> Vec<Coded> {
 const JSON_SLACK: usize = 64;
 
 /// A safetensors file of `coded_tensors()` (all described by its header: kind-1 entries) and
-/// 3000 trailing bytes (a kind-0 byte-stream entry), its archive as fields, and the header JSON.
+/// 3000 trailing bytes (a kind-0 byte-stream entry) and a record of the original's mode and time,
+/// its archive as fields, and the header JSON.
 fn build() -> (Vec<u8>, Parts, String) {
     let tensors = coded_tensors();
     let st: Vec<Tensor> = tensors
@@ -299,6 +300,12 @@ fn build() -> (Vec<u8>, Parts, String) {
     meta.push(Field::Varint("trailing: offset".into(), trailing_at));
     meta.push(Field::Varint("trailing: nbytes".into(), trailing.len() as u64));
     entry(&mut meta, "trailing", 8, &trailing, &raw());
+    // Format version 3: the records; one, the original's mode 0644 and time 0.
+    meta.push(Field::Varint("record count".into(), 1));
+    meta.push(Field::U8(1));
+    meta.push(Field::Varint("record: body length".into(), 4));
+    meta.push(Field::Varint("record: mode".into(), 0o644));
+    meta.extend([Field::U8(0), Field::U8(0)]);
     (original, Parts { meta, payload }, json)
 }
 
@@ -318,6 +325,7 @@ fn the_built_archive_is_faithful_and_the_counter_counts() {
     // Every program kind and the trailing entry are there, and the archive decodes exactly.
     let a = Archive::open(&archive).unwrap();
     assert_eq!(a.len(), coded_tensors().len() + 1);
+    assert_eq!(a.file_meta(), Some(brevis::FileMeta { mode: 0o644, mtime: 0, mtime_nanos: 0 }));
     let opts = DecodeOptions { threads: 1, memory_limit: 1 << 20, verify: true };
     let (back, u) = measure(|| brevis::decompress_with(&archive, &opts).unwrap());
     assert_eq!(back, original);

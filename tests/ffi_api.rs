@@ -207,7 +207,8 @@ fn bound_holds_on_incompressible_and_tiny_inputs() {
 #[test]
 fn unknown_option_keys_are_errors_not_undefined_behaviour() {
     let o = brevis_options_new();
-    for k in [0, 6, 99, -1, c_int::MAX, c_int::MIN] {
+    // 0 and the first key after the last (BREVIS_OPTION_PRESERVE = 7) are unknown.
+    for k in [0, 8, 99, -1, c_int::MAX, c_int::MIN] {
         assert_eq!(unsafe { brevis_options_set(o, BrevisOptionKey(k), 1) }, BREVIS_ERROR_INVALID_ARGUMENT);
     }
     assert_eq!(unsafe { brevis_options_set(null_mut(), BrevisOptionKey(1), 1) }, BREVIS_ERROR_NULL_POINTER);
