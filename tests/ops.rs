@@ -1245,7 +1245,7 @@ fn wire_form_of_every_operator_and_extreme_parameters() {
     wire.push(0x01);
     assert!(Node::parse(&wire, Ty::u(16)).is_err());
     // Unknown operator ids are Unsupported (a newer writer), not Corrupt.
-    for id in [0x00u8, 0x08, 0x0F, 0x1C, 0x7F, 0xFF] {
+    for id in [0x00u8, 0x09, 0x0F, 0x1C, 0x7F, 0xFF] {
         assert!(matches!(Node::parse(&[id], Ty::u(8)), Err(Error::Unsupported(_))), "id {id:#x}");
     }
 }

@@ -3,8 +3,7 @@
 //! needed to decode, and the archive does not depend on the thread count.
 
 mod support;
-use brevis::synth::{self, PriorSource, TensorView};
-use brevis::tensor::DType;
+use brevis::synth::{self, PriorSource};
 use std::sync::Arc;
 use support::st::*;
 
