@@ -2,6 +2,13 @@
 //! normal distribution (sd 0.02, round-to-nearest-even from f32), symbol `(w >> 4) & 0x7FF`
 //! (8 exponent bits and the top 3 mantissa bits, the usual `fields(e8,m7,k3)` head), N = 2^19.
 //! Prints the block size of each coder first.
+//!
+//! Group `lanes_back`: a matrix of bf16 weights with rows of `W = 384` (an embedding), each
+//! column with its own scale (log-uniform over 2^-3..2^3 of sd 0.02, as outlier dimensions make)
+//! and each row too (2^-0.5..2^0.5), head symbols as above: the symbol one row above
+//! (`Ctx::Back(384)`) predicts the exponent. Against it, the same source with rows of 32, where
+//! the row above is the previous symbol of the lane (`Ctx::Prev`), for the cost of classes from a
+//! ring of `d` bytes against classes from registers.
 
 use brevis::coder::{huffman, lanes, rans};
 use brevis::simd;
@@ -34,6 +41,82 @@ fn symbols() -> Vec<u16> {
     normals(N, 0x2545_f491_4f6c_dd1d).iter().map(|&z| (half::bf16::from_f32(0.02 * z).to_bits() >> 4) & 0x7FF).collect()
 }
 
+/// Head symbols of an `N / w` by `w` matrix with column and row scales (see the module docs).
+fn rows(w: usize) -> Vec<u16> {
+    let z = normals(N, 0x9e37_79b9_7f4a_7c15);
+    let mut s = 0x1234_5678_9abc_def1u64;
+    let mut uni = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        (s >> 11) as f32 / (1u64 << 53) as f32
+    };
+    let col: Vec<f32> = (0..w).map(|_| 0.02 * 2f32.powf(6.0 * uni() - 3.0)).collect();
+    let row: Vec<f32> = (0..N / w + 1).map(|_| 2f32.powf(uni() - 0.5)).collect();
+    z.iter()
+        .enumerate()
+        .map(|(i, &z)| (half::bf16::from_f32(z * col[i % w] * row[i / w]).to_bits() >> 4) & 0x7FF)
+        .collect()
+}
+
+fn bench_back(c: &mut Criterion) {
+    const W: usize = 384;
+    let syms = rows(W);
+    let narrow = rows(32);
+    let lanes_block = |s: &[u16], ctx| {
+        let mut b = Vec::new();
+        lanes::encode(s, ctx, &mut b).unwrap();
+        b
+    };
+    let lnone = lanes_block(&syms, lanes::Ctx::None);
+    let lback = lanes_block(&syms, lanes::Ctx::Back(W as u32));
+    let lprev = lanes_block(&narrow, lanes::Ctx::Prev);
+    let lnone32 = lanes_block(&narrow, lanes::Ctx::None);
+    let mut r0 = Vec::new();
+    rans::encode(&syms, rans::Ctx::None, &mut r0);
+    let mut rb = Vec::new();
+    rans::encode(&syms, rans::Ctx::Back(W), &mut rb);
+    eprintln!("rows of {W}, {N} symbols (bytes; vs rans back {W}):");
+    for (name, s) in [
+        ("lanes none", lnone.len()),
+        ("lanes back384", lback.len()),
+        ("rans none", r0.len()),
+        ("rans back384", rb.len()),
+    ] {
+        eprintln!("  {name:14} {s:8}  {:+.3}%", (s as f64 / rb.len() as f64 - 1.0) * 100.0);
+    }
+    eprintln!("rows of 32: lanes none {} prev {}", lnone32.len(), lprev.len());
+
+    let mut g = c.benchmark_group("lanes_back");
+    g.sample_size(20).measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_millis(500));
+    g.throughput(Throughput::Elements(N as u64));
+    for level in simd::available() {
+        let mut out = vec![0u16; N];
+        lanes::decode_ctx_at(level, &lback, lanes::Ctx::Back(W as u32), &mut out).unwrap();
+        assert!(out == syms);
+        lanes::decode_at(level, &lprev, &mut out).unwrap();
+        assert!(out == narrow);
+        g.bench_function(BenchmarkId::new("back384", level.name()), |b| {
+            b.iter(|| lanes::decode_ctx_at(level, &lback, lanes::Ctx::Back(W as u32), &mut out).unwrap())
+        });
+        g.bench_function(BenchmarkId::new("none_rows384", level.name()), |b| {
+            b.iter(|| lanes::decode_at(level, &lnone, &mut out).unwrap())
+        });
+        g.bench_function(BenchmarkId::new("prev_rows32", level.name()), |b| {
+            b.iter(|| lanes::decode_at(level, &lprev, &mut out).unwrap())
+        });
+    }
+    g.bench_function("encode_back384", |b| b.iter(|| lanes_block(&syms, lanes::Ctx::Back(W as u32))));
+    g.bench_function("rans_decode_back384", |b| {
+        b.iter(|| {
+            let mut out = Vec::with_capacity(N);
+            rans::decode(&rb, N, rans::Ctx::Back(W), &mut out).unwrap();
+            out
+        })
+    });
+    g.finish();
+}
+
 fn bench(c: &mut Criterion) {
     let syms = symbols();
     let mut sizes: Vec<(String, usize)> = Vec::new();
@@ -62,10 +145,11 @@ fn bench(c: &mut Criterion) {
     g.throughput(Throughput::Elements(N as u64));
     for level in simd::available() {
         let mut out = vec![0u16; N];
+        lanes::decode_at(level, &lblock, &mut out).unwrap();
+        assert!(out == syms);
         g.bench_function(BenchmarkId::new("lanes_decode", level.name()), |b| {
             b.iter(|| lanes::decode_at(level, &lblock, &mut out).unwrap())
         });
-        assert!(out == syms);
     }
     g.bench_function("lanes_encode", |b| {
         b.iter(|| {
@@ -113,5 +197,5 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
+criterion_group!(benches, bench, bench_back);
 criterion_main!(benches);

@@ -1,7 +1,9 @@
-//! The lanes coder. First byte even: the rest is `n` (u16 LE, below 8192) and a block to decode:
-//! an error or `n` symbols, never a panic, and the same result at every SIMD level. First byte
-//! odd: the rest is symbols (u16 LE, masked to `data[0] >> 2` bits + 1) to encode with
-//! `Ctx::Prev` when bit 1 is set: decoding must give them back, and `encoded_len` the size.
+//! The lanes coder. First byte even: `k = data[0] >> 1` picks the context (0: `Prev`, else
+//! `Back(32 k)`), the rest is `n` (u16 LE, below 8192) and a block to decode: an error or `n`
+//! symbols, never a panic, and the same result at every SIMD level. First byte odd: the rest is
+//! symbols (u16 LE, masked to `(data[0] >> 2) % 16` bits + 1) to encode with `Ctx::Prev` when bit 1
+//! is set, `Ctx::None` otherwise, but when bits 6..8 are not zero with `Ctx::Back(32 (k + 1))` for
+//! `k` the next byte: decoding must give them back, and `encoded_len` the size.
 #![no_main]
 use brevis::coder::lanes;
 use libfuzzer_sys::fuzz_target;
@@ -13,12 +15,16 @@ fuzz_target!(|data: &[u8]| {
         if rest.len() < 2 {
             return;
         }
+        let ctx = match mode >> 1 {
+            0 => lanes::Ctx::Prev,
+            k => lanes::Ctx::Back(32 * k as u32),
+        };
         let n = u16::from_le_bytes([rest[0], rest[1]]) as usize % 8192;
         let block = &rest[2..];
         let mut first: Option<(Result<usize, String>, Vec<u16>)> = None;
         for &l in &levels {
             let mut out = vec![0u16; n];
-            let r = lanes::decode_at(l, block, &mut out).map_err(|e| e.to_string());
+            let r = lanes::decode_ctx_at(l, block, ctx, &mut out).map_err(|e| e.to_string());
             if let Ok(used) = r {
                 assert!(used <= block.len());
             }
@@ -29,10 +35,17 @@ fuzz_target!(|data: &[u8]| {
             }
         }
     } else {
+        let (ctx, rest) = if mode >> 6 != 0 {
+            let Some((&k, rest)) = rest.split_first() else { return };
+            (lanes::Ctx::Back(32 * (k as u32 + 1)), rest)
+        } else if mode & 2 != 0 {
+            (lanes::Ctx::Prev, rest)
+        } else {
+            (lanes::Ctx::None, rest)
+        };
         let bits = 1 + (mode >> 2) as u32 % 16;
         let mask = if bits == 16 { u16::MAX } else { (1u16 << bits) - 1 };
         let syms: Vec<u16> = rest.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]]) & mask).collect();
-        let ctx = if mode & 2 != 0 { lanes::Ctx::Prev } else { lanes::Ctx::None };
         let mut block = Vec::new();
         match lanes::encode(&syms, ctx, &mut block) {
             Err(_) => assert!(lanes::encoded_len(&syms, ctx).is_err()),
@@ -41,7 +54,7 @@ fuzz_target!(|data: &[u8]| {
                 block.extend_from_slice(&[0xA5; 8]);
                 for &l in &levels {
                     let mut out = vec![0u16; syms.len()];
-                    assert_eq!(lanes::decode_at(l, &block, &mut out).unwrap(), block.len() - 8);
+                    assert_eq!(lanes::decode_ctx_at(l, &block, ctx, &mut out).unwrap(), block.len() - 8);
                     assert!(out == syms);
                 }
             }

