@@ -28,7 +28,7 @@ pub fn op_ns(op: &Op, ty: Ty) -> f64 {
         // 32 lanes with a table in L1.
         Op::Lanes(l) => match l.ctx {
             lanes::Ctx::None => 0.6,
-            lanes::Ctx::Prev => 0.7,
+            lanes::Ctx::Prev | lanes::Ctx::Back(_) => 0.7,
         },
         Op::Zstd(_) => 0.6 * bytes,
         // Merges of child streams (SIMD for 16-bit words), word-wise maps and scans.

@@ -475,6 +475,7 @@ impl Node {
             Op::Concat(_) => "concat".to_string(),
             Op::Repeat(_) => "repeat".to_string(),
             Op::Rans(Rans { ctx: LeafCtx::Back(d) }) if *d > 1 => "rans(back)".to_string(),
+            Op::Lanes(Lanes { ctx: crate::coder::lanes::Ctx::Back(_) }) => "lanes(back)".to_string(),
             _ => self.head(),
         };
         if self.children.is_empty() {
@@ -569,6 +570,9 @@ pub mod build {
     }
     pub fn lanes_prev() -> Node {
         Node::leaf(Op::Lanes(Lanes { ctx: crate::coder::lanes::Ctx::Prev }))
+    }
+    pub fn lanes_back(d: u32) -> Node {
+        Node::leaf(Op::Lanes(Lanes { ctx: crate::coder::lanes::Ctx::Back(d) }))
     }
     pub fn huffman() -> Node {
         Node::leaf(Op::Huffman(Huffman))

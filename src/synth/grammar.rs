@@ -87,6 +87,11 @@ pub fn label_of(op: &Op, t: &TensorCtx) -> String {
             LeafCtx::Ref { .. } => "rans(ref)".into(),
         },
         Op::Huffman(_) => "huffman".into(),
+        Op::Lanes(Lanes { ctx: coder::lanes::Ctx::Back(d) }) => match Some(*d as u64) {
+            c if c == t.channel => "lanes(back ch)".into(),
+            r if r == t.row => "lanes(back row)".into(),
+            _ => "lanes(back)".into(),
+        },
         Op::Lanes(l) => l.to_string(),
         Op::Zstd(_) => "zstd".into(),
         Op::Fields(f) => format!("fields(k{})", f.k),
@@ -153,6 +158,17 @@ pub fn productions(t: &TensorCtx, hole: &HoleView) -> Vec<Production> {
             push(Op::Lanes(Lanes { ctx: coder::lanes::Ctx::None }));
             if n > coder::lanes::LANES {
                 push(Op::Lanes(Lanes { ctx: coder::lanes::Ctx::Prev }));
+            }
+            // The word one channel or one row back, when it is of the same lane.
+            if hole.aligned {
+                let lanes = coder::lanes::LANES as u64;
+                let mut backs: Vec<u64> = [t.channel, t.row].into_iter().flatten().collect();
+                backs.dedup();
+                for d in backs {
+                    if d > lanes && d % lanes == 0 && (d as usize) < n && d <= coder::lanes::MAX_BACK as u64 {
+                        push(Op::Lanes(Lanes { ctx: coder::lanes::Ctx::Back(d as u32) }));
+                    }
+                }
             }
         }
     }

@@ -1,7 +1,8 @@
 //! `lanes(ctx)` (id 0x08): the decode-speed entropy leaf over streams of at most 16 bits:
 //! 32 interleaved rANS lanes with small tables (`coder::lanes`), symbol `i` in lane `i % 32`.
-//! Context kinds: `none` (order 0) and `prev` (the previous symbol of the same lane, the word
-//! 32 positions back). Each block (chunk) carries its own tables.
+//! Context kinds: `none` (order 0), `prev` (the previous symbol of the same lane, the word 32
+//! positions back) and `back d` (the word `d` positions back, `d` a multiple of 32: the row above
+//! in a matrix with rows of `d` words). Each block (chunk) carries its own tables.
 
 use super::prelude::*;
 use crate::coder::lanes;
@@ -14,18 +15,29 @@ pub struct Lanes {
 impl Lanes {
     pub const ID: u8 = 0x08;
 
-    /// Context kinds on the wire: 0 none, 1 prev.
+    /// Context kinds on the wire: 0 none, 1 prev, 2 back (varint `d`).
     pub fn write(&self, out: &mut Vec<u8>) {
-        out.push(match self.ctx {
-            lanes::Ctx::None => 0,
-            lanes::Ctx::Prev => 1,
-        });
+        match self.ctx {
+            lanes::Ctx::None => out.push(0),
+            lanes::Ctx::Prev => out.push(1),
+            lanes::Ctx::Back(d) => {
+                out.push(2);
+                put_varint(out, d as u64);
+            }
+        }
     }
 
     pub fn read(r: &mut ByteReader) -> Result<Self> {
         let ctx = match r.u8()? {
             0 => lanes::Ctx::None,
             1 => lanes::Ctx::Prev,
+            2 => {
+                let d = r.varint()?;
+                if d == 0 || d % lanes::LANES as u64 != 0 || d > lanes::MAX_BACK as u64 {
+                    return Err(Error::corrupt("lanes: bad context distance"));
+                }
+                lanes::Ctx::Back(d as u32)
+            }
             k => return Err(Error::Unsupported(format!("lanes: unknown context kind {k}"))),
         };
         Ok(Lanes { ctx })
@@ -49,7 +61,7 @@ impl Lanes {
             }
             return Ok(());
         }
-        let used = lanes::decode(input, out)?;
+        let used = lanes::decode_ctx(input, self.ctx, out)?;
         if used != input.len() {
             return Err(Error::corrupt("lanes leaf: trailing bytes"));
         }
@@ -68,6 +80,7 @@ impl std::fmt::Display for Lanes {
         match self.ctx {
             lanes::Ctx::None => write!(f, "lanes"),
             lanes::Ctx::Prev => write!(f, "lanes(prev)"),
+            lanes::Ctx::Back(d) => write!(f, "lanes(back {d})"),
         }
     }
 }
