@@ -152,6 +152,60 @@ fn nudged() -> (Vec<u8>, Vec<Option<Node>>) {
     (file, programs)
 }
 
+/// A safetensors file of 16-bit float tensors for the leaves and contexts of format version 3
+/// (`lanes`), each with its program.
+fn lanes_file() -> (Vec<u8>, Vec<Option<Node>>) {
+    let mut g = Lcg(3);
+    // Rows of 96 weights sharing a scale, as in a weight matrix or an embedding.
+    let mut words = |bf: bool, n: usize| -> Vec<u8> {
+        let mut scale = 0u16;
+        (0..n)
+            .flat_map(|i| {
+                if i % 96 == 0 {
+                    scale = (g.next() % 5) as u16;
+                }
+                let e = scale + (g.next() % 3 + g.next() % 3) as u16;
+                let w = if bf {
+                    ((g.next() as u16 & 1) << 15) | ((112 + e) << 7) | (g.next() as u16 & 0x7F)
+                } else {
+                    ((g.next() as u16 & 1) << 15) | ((2 + e) << 10) | (g.next() as u16 & 0x3FF)
+                };
+                w.to_le_bytes()
+            })
+            .collect()
+    };
+    let tensors: Vec<(&str, &str, Vec<u64>, Vec<u8>, Node)> = vec![
+        ("a.bf16", "BF16", vec![64, 96], words(true, 6144), fields(8, 7, 3, [lanes(), raw(), raw()])),
+        ("b.bf16", "BF16", vec![80, 96], words(true, 7680), fields(8, 7, 2, [lanes_prev(), raw(), raw()])),
+        ("c.bf16", "BF16", vec![96, 96], words(true, 9216), fields(8, 7, 3, [lanes_back(96), raw(), raw()])),
+        ("d.f16", "F16", vec![5000], words(false, 5000), fields(5, 10, 1, [lanes(), raw(), raw()])),
+        ("e.f16", "F16", vec![40, 96], words(false, 3840), byteplanes(vec![lanes_prev(), raw()])),
+        ("f.f16", "F16", vec![3000], words(false, 3000), lanes()),
+    ];
+    let mut header = String::from(r#"{"__metadata__":{"format":"pt","note":"brevis golden v3"}"#);
+    let mut data = Vec::new();
+    let mut programs = Vec::new();
+    for (name, dtype, shape, bytes, prog) in tensors {
+        let (a, b) = (data.len(), data.len() + bytes.len());
+        header += &format!(r#","{name}":{{"dtype":"{dtype}","shape":{shape:?},"data_offsets":[{a},{b}]}}"#);
+        data.extend_from_slice(&bytes);
+        programs.push(Some(prog));
+    }
+    header += "}";
+    while header.len() % 8 != 0 {
+        header.push(' ');
+    }
+    let mut file = (header.len() as u64).to_le_bytes().to_vec();
+    file.extend_from_slice(header.as_bytes());
+    file.extend_from_slice(&data);
+    (file, programs)
+}
+
+/// The original file's mode and time recorded in the version 3 golden `lanes.brv`.
+fn golden_meta() -> brevis::FileMeta {
+    brevis::FileMeta { mode: 0o640, mtime: 1_764_590_400, mtime_nanos: 123_456_789 }
+}
+
 fn fixture() -> Vec<u8> {
     std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/silero_vad_16k.safetensors")).unwrap()
 }
@@ -171,10 +225,17 @@ fn write_golden() {
     let silero = brevis::compress(&fixture(), &brevis::Options::default()).unwrap();
     let (new, ref_programs) = nudged();
     let with_ref = brevis::compress_with_programs_and_ref(&new, &file, &opts, &|i, _| ref_programs[i].clone()).unwrap();
+    // Version 3: the lanes leaf in every context, and the original's mode and time.
+    let (lanes_in, lanes_programs) = lanes_file();
+    let lanes_opts = brevis::Options { file_meta: Some(golden_meta()), ..opts.clone() };
+    let lanes = brevis::compress_with_programs(&lanes_in, &lanes_opts, &|i, _| lanes_programs[i].clone()).unwrap();
     let mut manifest = String::new();
-    for (name, archive, original, refname) in
-        [("ops", &ops, &file, ""), ("silero", &silero, &fixture(), ""), ("ref", &with_ref, &new, " ops.brv")]
-    {
+    for (name, archive, original, refname) in [
+        ("ops", &ops, &file, ""),
+        ("silero", &silero, &fixture(), ""),
+        ("ref", &with_ref, &new, " ops.brv"),
+        ("lanes", &lanes, &lanes_in, ""),
+    ] {
         std::fs::write(dir.join(format!("{name}.brv")), archive).unwrap();
         manifest += &format!("{name}.brv {} {}{refname}\n", original.len(), sha256_hex(original));
     }
@@ -256,6 +317,31 @@ fn golden_ops_archive_covers_every_operator() {
     ] {
         assert!(all.contains(op), "golden archive lacks {op}: {all}");
     }
+}
+
+/// Version 3's golden archive holds the lanes leaf in every context and the original's mode and
+/// time, and its input is still what the generator makes.
+#[test]
+fn golden_v3_archive_covers_lanes_and_file_metadata() {
+    let (file, _) = lanes_file();
+    let dir = golden_dir().join("v3");
+    let manifest = std::fs::read_to_string(dir.join("MANIFEST")).unwrap();
+    assert!(manifest.contains(&sha256_hex(&file)), "the generator no longer makes the v3 golden input");
+    let archive = std::fs::read(dir.join("lanes.brv")).unwrap();
+    let a = brevis::Archive::open(&archive).unwrap();
+    let programs: Vec<String> = (0..a.len()).map(|i| a.info(i).unwrap().program.to_string()).collect();
+    for p in [
+        "fields(e8,m7,k3)[lanes, raw, raw]",
+        "fields(e8,m7,k2)[lanes(prev), raw, raw]",
+        "fields(e8,m7,k3)[lanes(back 96), raw, raw]",
+        "fields(e5,m10,k1)[lanes, raw, raw]",
+        "byteplanes[lanes(prev), raw]",
+        "lanes",
+    ] {
+        assert!(programs.iter().any(|x| x == p), "golden v3 lacks {p}: {programs:?}");
+    }
+    assert_eq!(a.file_meta(), Some(golden_meta()));
+    assert!(a.index().tensors.iter().all(|t| t.chunks.len() >= 2), "every tensor spans several chunks");
 }
 
 /// Golden error inputs: each must fail with an error, never decode.
