@@ -1683,9 +1683,9 @@ mod avx2 {
         while i + LANES <= n && pos + LANES <= nwords {
             if CTX == CTX_BACK {
                 debug_assert!(row + LANES <= ring_len);
-                for g in 0..4 {
+                for (g, p) in pv.iter_mut().enumerate() {
                     // SAFETY: `row + 32 <= ring.len()`.
-                    pv[g] = _mm256_cvtepu8_epi32(_mm_loadl_epi64(ring.add(row + 8 * g) as *const __m128i));
+                    *p = _mm256_cvtepu8_epi32(_mm_loadl_epi64(ring.add(row + 8 * g) as *const __m128i));
                 }
             }
             let mut idx = [zero; 4];
