@@ -38,6 +38,27 @@ enum Piece {
     Chunk { t: usize, c: usize, len: usize },
 }
 
+/// The pieces cut into groups, in order: the residue spans before a run of up to `batch` chunks,
+/// and those chunks (trailing residue spans form the last group).
+fn groups(pieces: &[Piece], batch: usize) -> Vec<std::ops::Range<usize>> {
+    let mut groups = Vec::new();
+    let mut k = 0;
+    while k < pieces.len() {
+        let mut end = k;
+        while matches!(pieces.get(end), Some(Piece::Residue(..))) {
+            end += 1;
+        }
+        let mut chunks = 0;
+        while chunks < batch && matches!(pieces.get(end), Some(Piece::Chunk { .. })) {
+            end += 1;
+            chunks += 1;
+        }
+        groups.push(k..end);
+        k = end;
+    }
+    groups
+}
+
 impl<'a> Archive<'a> {
     pub fn open(bytes: &'a [u8]) -> Result<Archive<'a>> {
         Self::open_with_limit(bytes, DecodeOptions::default().memory_limit)
@@ -189,54 +210,73 @@ impl<'a> Archive<'a> {
     }
 
     /// Rebuilds the whole original file into `out`, sequentially: residue spans and chunks in
-    /// file order, decoding a batch of chunks at a time (as many as the threads and
-    /// `opts.memory_limit` allow). Returns the bytes written.
+    /// file order, in groups of a batch of chunks (as many as the threads and `opts.memory_limit`
+    /// allow) with the residue spans before them. One group is written while the next one is
+    /// decoded. Returns the bytes written.
     pub fn decompress_to(&self, out: &mut dyn std::io::Write, opts: &DecodeOptions) -> Result<u64> {
         let pieces = self.pieces()?;
         let pool = work::pool(opts.threads)?;
         let batch = work::batch(self.index.chunk_bytes, opts.memory_limit, pool.current_num_threads());
-        let mut hash = xxhash_rust::xxh3::Xxh3::new();
-        let mut written = 0u64;
-        let mut emit = |b: &[u8]| -> Result<()> {
-            out.write_all(b)?;
-            if opts.verify {
-                hash.update(b);
-            }
-            written += b.len() as u64;
-            Ok(())
-        };
-        // Chunk buffers, reused from batch to batch (grown, never shrunk).
-        let mut bufs: Vec<Vec<u8>> = Vec::new();
-        let mut k = 0;
-        while k < pieces.len() {
-            // Residue spans go out at once; then up to `batch` chunks are decoded together.
-            while let Some(Piece::Residue(a, b)) = pieces.get(k) {
-                emit(&self.index.residue[*a..*b])?;
-                k += 1;
-            }
-            let mut end = k;
-            while end < pieces.len() && end - k < batch && matches!(pieces[end], Piece::Chunk { .. }) {
-                end += 1;
-            }
-            if bufs.len() < end - k {
-                bufs.resize_with(end - k, Vec::new);
+        let groups = groups(&pieces, batch);
+        // Decodes the chunks of a group into `bufs` (one per chunk, reused, never shrunk).
+        let decode = |g: &std::ops::Range<usize>, mut bufs: Vec<Vec<u8>>| -> Result<Vec<Vec<u8>>> {
+            let chunks: Vec<(usize, usize, usize)> = pieces[g.clone()]
+                .iter()
+                .filter_map(|p| match *p {
+                    Piece::Chunk { t, c, len } => Some((t, c, len)),
+                    Piece::Residue(..) => None,
+                })
+                .collect();
+            if bufs.len() < chunks.len() {
+                bufs.resize_with(chunks.len(), Vec::new);
             }
             pool.install(|| {
-                pieces[k..end].par_iter().zip(&mut bufs[..end - k]).try_for_each(|(p, buf)| match *p {
-                    Piece::Chunk { t, c, len } => {
-                        // Every byte is written by the decoder: no need to clear what is reused.
-                        buf.resize(len, 0);
-                        self.decode_chunk(t, c, &mut buf[..len])
-                    }
-                    Piece::Residue(..) => Err(Error::invalid("a residue span among chunks")),
+                chunks.par_iter().zip(&mut bufs[..chunks.len()]).try_for_each(|(&(t, c, len), buf)| {
+                    // Every byte is written by the decoder: what is reused needs no clearing.
+                    buf.resize(len, 0);
+                    self.decode_chunk(t, c, &mut buf[..len])
                 })
             })?;
-            for (p, buf) in pieces[k..end].iter().zip(&bufs) {
-                if let Piece::Chunk { len, .. } = *p {
-                    emit(&buf[..len])?;
+            Ok(bufs)
+        };
+        let mut hash = xxhash_rust::xxh3::Xxh3::new();
+        let mut written = 0u64;
+        let mut emit = |g: &std::ops::Range<usize>, bufs: &[Vec<u8>]| -> Result<()> {
+            let mut chunk = 0;
+            for p in &pieces[g.clone()] {
+                let b = match *p {
+                    Piece::Residue(a, b) => &self.index.residue[a..b],
+                    Piece::Chunk { len, .. } => {
+                        chunk += 1;
+                        &bufs[chunk - 1][..len]
+                    }
+                };
+                out.write_all(b)?;
+                if opts.verify {
+                    hash.update(b);
                 }
+                written += b.len() as u64;
             }
-            k = end;
+            Ok(())
+        };
+        let mut ready = match groups.first() {
+            Some(g) => decode(g, Vec::new())?,
+            None => Vec::new(),
+        };
+        let mut spare = Vec::new();
+        for (i, g) in groups.iter().enumerate() {
+            let next = groups.get(i + 1);
+            let (emitted, decoded) = std::thread::scope(|s| {
+                let taken = std::mem::take(&mut spare);
+                let decoding = next.map(|n| s.spawn(|| decode(n, taken)));
+                let emitted = emit(g, &ready);
+                let decoded = decoding.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+                (emitted, decoded)
+            });
+            emitted?;
+            if let Some(d) = decoded {
+                spare = std::mem::replace(&mut ready, d?);
+            }
         }
         out.flush()?;
         if opts.verify && hash.digest() != self.index.original_hash {
