@@ -1634,6 +1634,55 @@ mod avx2 {
         _mm256_setr_epi32(g(a), g(a >> 32), g(b), g(b >> 32), g(c), g(c >> 32), g(d), g(d >> 32))
     }
 
+    /// Writes one step's 32 symbols into `out` (exactly 32 long) from their indices (through
+    /// `map`, or plus `basev`), then the escaped ones from `esc`.
+    ///
+    /// # Safety
+    /// AVX2 must be available; indices are below 256 (the size of `map` when `MAPPED`).
+    #[inline(always)]
+    unsafe fn store_step<const MAPPED: bool, const ESC: bool>(
+        idx: &[__m256i; 4],
+        map: *const u32,
+        basev: __m256i,
+        escv: __m256i,
+        out: &mut [u16],
+        esc: &mut EscReader,
+    ) -> Result<()> {
+        debug_assert!(out.len() == LANES);
+        let mut v = *idx;
+        if MAPPED {
+            for g in 0..4 {
+                v[g] = gather(map, idx[g]);
+            }
+        }
+        let mut lo = _mm256_permute4x64_epi64::<0xD8>(_mm256_packus_epi32(v[0], v[1]));
+        let mut hi = _mm256_permute4x64_epi64::<0xD8>(_mm256_packus_epi32(v[2], v[3]));
+        if !MAPPED {
+            lo = _mm256_add_epi16(lo, basev);
+            hi = _mm256_add_epi16(hi, basev);
+        }
+        let op = out.as_mut_ptr();
+        _mm256_storeu_si256(op as *mut __m256i, lo);
+        _mm256_storeu_si256(op.add(16) as *mut __m256i, hi);
+        if ESC {
+            let hit = _mm256_or_si256(
+                _mm256_or_si256(_mm256_cmpeq_epi32(idx[0], escv), _mm256_cmpeq_epi32(idx[1], escv)),
+                _mm256_or_si256(_mm256_cmpeq_epi32(idx[2], escv), _mm256_cmpeq_epi32(idx[3], escv)),
+            );
+            if _mm256_testz_si256(hit, hit) == 0 {
+                for g in 0..4 {
+                    let mut m = _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(idx[g], escv)));
+                    while m != 0 {
+                        let j = m.trailing_zeros() as usize;
+                        out[8 * g + j] = esc.next()?;
+                        m &= m - 1;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Decodes whole steps while at least 32 words remain (a step takes at most 32, and the
     /// kernel loads eight at a time); returns the next symbol index.
     #[target_feature(enable = "avx2,bmi2,popcnt")]
@@ -1667,7 +1716,6 @@ mod avx2 {
         let tab = t.tab.as_ptr();
         let map = t.map.as_ptr();
         let wp = inp.words.as_ptr();
-        let op = out.as_mut_ptr();
         let mut x = [zero; 4];
         let mut pv = [zero; 4];
         for g in 0..4 {
@@ -1727,39 +1775,9 @@ mod avx2 {
                     row = 0;
                 }
             }
-            let mut v = idx;
-            if MAPPED {
-                for g in 0..4 {
-                    // SAFETY: indices are below 256, the size of `map`.
-                    v[g] = gather(map, idx[g]);
-                }
-            }
-            let mut lo = _mm256_permute4x64_epi64::<0xD8>(_mm256_packus_epi32(v[0], v[1]));
-            let mut hi = _mm256_permute4x64_epi64::<0xD8>(_mm256_packus_epi32(v[2], v[3]));
-            if !MAPPED {
-                lo = _mm256_add_epi16(lo, basev);
-                hi = _mm256_add_epi16(hi, basev);
-            }
             debug_assert!(i + LANES <= n);
-            // SAFETY: symbols `i..i + 32` are in `out`.
-            _mm256_storeu_si256(op.add(i) as *mut __m256i, lo);
-            _mm256_storeu_si256(op.add(i + 16) as *mut __m256i, hi);
-            if ESC {
-                let hit = _mm256_or_si256(
-                    _mm256_or_si256(_mm256_cmpeq_epi32(idx[0], escv), _mm256_cmpeq_epi32(idx[1], escv)),
-                    _mm256_or_si256(_mm256_cmpeq_epi32(idx[2], escv), _mm256_cmpeq_epi32(idx[3], escv)),
-                );
-                if _mm256_testz_si256(hit, hit) == 0 {
-                    for g in 0..4 {
-                        let mut m = _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(idx[g], escv)));
-                        while m != 0 {
-                            let j = m.trailing_zeros() as usize;
-                            out[i + 8 * g + j] = esc.next()?;
-                            m &= m - 1;
-                        }
-                    }
-                }
-            }
+            // SAFETY: symbols `i..i + 32` are in `out`; indices are below 256, the size of `map`.
+            store_step::<MAPPED, ESC>(&idx, map, basev, escv, &mut out[i..i + LANES], esc)?;
             i += LANES;
         }
         for g in 0..4 {
