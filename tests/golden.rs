@@ -100,17 +100,28 @@ fn synthetic() -> (Vec<u8>, Vec<Option<Node>>) {
     let q: Vec<u8> = (0..1000).map(|i| (i % 17) as u8).collect();
     tensors.push(("q.quant", "Q4_0", vec![1000], q, Some(zstd(19))));
 
-    let mut header = String::from(r#"{"__metadata__":{"format":"pt","note":"brevis golden"}"#);
+    // Bytes between tensors (before the fourth) and after the last one.
+    let file = safetensors("brevis golden", &tensors, Some(3), b"trailing bytes");
+    (file, tensors.into_iter().map(|t| t.4).collect())
+}
+
+/// A safetensors file of `tensors` (name, dtype, shape, bytes, program) with a `note` in its
+/// metadata, 4 bytes `GAP!` before tensor `gap_before`, and `trailing` bytes after the data.
+fn safetensors<P>(
+    note: &str,
+    tensors: &[(&str, &str, Vec<u64>, Vec<u8>, P)],
+    gap_before: Option<usize>,
+    trailing: &[u8],
+) -> Vec<u8> {
+    let mut header = format!(r#"{{"__metadata__":{{"format":"pt","note":"{note}"}}"#);
     let mut data = Vec::new();
-    let mut programs = Vec::new();
-    for (i, (name, dtype, shape, bytes, prog)) in tensors.into_iter().enumerate() {
-        if i == 3 {
-            data.extend_from_slice(b"GAP!"); // bytes between tensors
+    for (i, (name, dtype, shape, bytes, _)) in tensors.iter().enumerate() {
+        if gap_before == Some(i) {
+            data.extend_from_slice(b"GAP!");
         }
         let (a, b) = (data.len(), data.len() + bytes.len());
         header += &format!(r#","{name}":{{"dtype":"{dtype}","shape":{shape:?},"data_offsets":[{a},{b}]}}"#);
-        data.extend_from_slice(&bytes);
-        programs.push(prog);
+        data.extend_from_slice(bytes);
     }
     header += "}";
     while header.len() % 8 != 0 {
@@ -119,8 +130,8 @@ fn synthetic() -> (Vec<u8>, Vec<Option<Node>>) {
     let mut file = (header.len() as u64).to_le_bytes().to_vec();
     file.extend_from_slice(header.as_bytes());
     file.extend_from_slice(&data);
-    file.extend_from_slice(b"trailing bytes"); // after the last tensor
-    (file, programs)
+    file.extend_from_slice(trailing);
+    file
 }
 
 /// The synthetic file with two tensors nudged (as by a few training steps), coded against the
@@ -182,23 +193,8 @@ fn lanes_file() -> (Vec<u8>, Vec<Option<Node>>) {
         ("e.f16", "F16", vec![40, 96], words(false, 3840), byteplanes(vec![lanes_prev(), raw()])),
         ("f.f16", "F16", vec![3000], words(false, 3000), lanes()),
     ];
-    let mut header = String::from(r#"{"__metadata__":{"format":"pt","note":"brevis golden v3"}"#);
-    let mut data = Vec::new();
-    let mut programs = Vec::new();
-    for (name, dtype, shape, bytes, prog) in tensors {
-        let (a, b) = (data.len(), data.len() + bytes.len());
-        header += &format!(r#","{name}":{{"dtype":"{dtype}","shape":{shape:?},"data_offsets":[{a},{b}]}}"#);
-        data.extend_from_slice(&bytes);
-        programs.push(Some(prog));
-    }
-    header += "}";
-    while header.len() % 8 != 0 {
-        header.push(' ');
-    }
-    let mut file = (header.len() as u64).to_le_bytes().to_vec();
-    file.extend_from_slice(header.as_bytes());
-    file.extend_from_slice(&data);
-    (file, programs)
+    let file = safetensors("brevis golden v3", &tensors, None, b"");
+    (file, tensors.into_iter().map(|t| Some(t.4)).collect())
 }
 
 /// The original file's mode and time recorded in the version 3 golden `lanes.brv`.

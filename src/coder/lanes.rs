@@ -77,6 +77,7 @@
 //! used, so truncation and most damage are detected.
 
 use crate::coder::bitio::{put_varint, BitWriter, Bits32, ByteReader};
+use crate::coder::{c_log2_c, log2_approx};
 use crate::error::{Error, Result};
 use crate::simd::Level;
 
@@ -551,20 +552,7 @@ fn read_spec(r: &mut SpecReader, single: &mut u16) -> Result<Option<Spec>> {
         return Err(bad("bad table header"));
     }
     let qm = q_max(r_log) as i64;
-    let mut q = Vec::with_capacity(u);
-    let mut prev = 0i64;
-    for _ in 0..u {
-        let d = r.gamma0()?;
-        if d > 1 << 20 {
-            return Err(bad("log-count out of range"));
-        }
-        let v = prev + unzigzag(d);
-        if !(0..=qm).contains(&v) {
-            return Err(bad("log-count out of range"));
-        }
-        q.push(v as u32);
-        prev = v;
-    }
+    let q = read_deltas(r, u, qm)?;
     let q_t = r.gamma0()?;
     if q_t > qm as u64 + 1 {
         return Err(bad("bad escape threshold"));
@@ -587,57 +575,39 @@ fn read_spec(r: &mut SpecReader, single: &mut u16) -> Result<Option<Spec>> {
             return Err(bad("too many coded symbols"));
         }
         for _ in 0..k {
-            let mut v = Vec::with_capacity(ranks);
-            let mut prev = 0i64;
-            for _ in 0..ranks {
-                let d = r.gamma0()?;
-                if d > 1 << 20 {
-                    return Err(bad("log-count out of range"));
-                }
-                let x = prev + unzigzag(d);
-                if !(0..=qm + 1).contains(&x) {
-                    return Err(bad("log-count out of range"));
-                }
-                v.push(x as u32);
-                prev = x;
-            }
-            class_v.push(v);
+            class_v.push(read_deltas(r, ranks, qm + 1)?);
         }
     }
     Ok(Some(Spec { syms, prec, r_log, q, q_t: q_t as u32, thresholds, class_v }))
 }
 
+/// `n` values in `0..=max` sent as `gamma0(zz(v - v_prev))` from `v_prev = 0`.
+fn read_deltas(r: &mut SpecReader, n: usize, max: i64) -> Result<Vec<u32>> {
+    let bad = |m: &str| Error::corrupt(format!("lanes: {m}"));
+    let mut out = Vec::with_capacity(n);
+    let mut prev = 0i64;
+    for _ in 0..n {
+        let d = r.gamma0()?;
+        if d > 1 << 20 {
+            return Err(bad("log-count out of range"));
+        }
+        let v = prev + unzigzag(d);
+        if !(0..=max).contains(&v) {
+            return Err(bad("log-count out of range"));
+        }
+        out.push(v as u32);
+        prev = v;
+    }
+    Ok(out)
+}
+
 // ---------------------------------------------------------------------------------------------
 // Encoder: cost estimates and the choice of tables.
-
-/// log2 of `x > 0` to about 1e-9 from plain arithmetic (the same bits on every machine, so the
-/// encoder's choices do not depend on the platform's `log2`).
-fn log2_approx(x: f64) -> f64 {
-    let bits = x.to_bits();
-    let mut e = ((bits >> 52) & 0x7FF) as i64 - 1023;
-    let mut m = f64::from_bits((bits & ((1u64 << 52) - 1)) | (1023u64 << 52));
-    if m > std::f64::consts::SQRT_2 {
-        m *= 0.5;
-        e += 1;
-    }
-    let t = (m - 1.0) / (m + 1.0);
-    let t2 = t * t;
-    let ln = t * (2.0 + t2 * (2.0 / 3.0 + t2 * (2.0 / 5.0 + t2 * (2.0 / 7.0 + t2 * (2.0 / 9.0)))));
-    e as f64 + ln * std::f64::consts::LOG2_E
-}
 
 /// log2 of 1..=4096 (index 0 unused).
 fn log2_table() -> &'static [f64] {
     static T: std::sync::OnceLock<Vec<f64>> = std::sync::OnceLock::new();
     T.get_or_init(|| (0..=4096u32).map(|f| if f == 0 { 0.0 } else { log2_approx(f as f64) }).collect())
-}
-
-fn c_log2_c(c: u64) -> f64 {
-    if c > 1 {
-        c as f64 * log2_approx(c as f64)
-    } else {
-        0.0
-    }
 }
 
 /// Quantized log-count of a count >= 1.

@@ -11,6 +11,33 @@ pub mod rans;
 use crate::error::{Error, Result};
 use bitio::{BitWriter, Bits32};
 
+/// log2 of `x > 0` to about 1e-9: the exponent, and `ln` of the mantissa (normalized to
+/// [sqrt(1/2), sqrt(2))) from five terms of `2 atanh(t)`, `t = (m - 1) / (m + 1)`. Plain
+/// arithmetic, so every machine gets the same bits (the cost model only compares estimates).
+#[inline]
+pub(crate) fn log2_approx(x: f64) -> f64 {
+    let bits = x.to_bits();
+    let mut e = ((bits >> 52) & 0x7FF) as i64 - 1023;
+    let mut m = f64::from_bits((bits & ((1u64 << 52) - 1)) | (1023u64 << 52));
+    if m > std::f64::consts::SQRT_2 {
+        m *= 0.5;
+        e += 1;
+    }
+    let t = (m - 1.0) / (m + 1.0);
+    let t2 = t * t;
+    let ln = t * (2.0 + t2 * (2.0 / 3.0 + t2 * (2.0 / 5.0 + t2 * (2.0 / 7.0 + t2 * (2.0 / 9.0)))));
+    e as f64 + ln * std::f64::consts::LOG2_E
+}
+
+/// `c log2 c` (0 for 0 and 1), from [`log2_approx`].
+pub(crate) fn c_log2_c(c: u64) -> f64 {
+    if c > 1 {
+        c as f64 * log2_approx(c as f64)
+    } else {
+        0.0
+    }
+}
+
 /// Packs `values` at `bits` bits each (LSB-first).
 pub fn pack(values: impl Iterator<Item = u64>, bits: u32, out: &mut Vec<u8>) {
     if bits == 0 {

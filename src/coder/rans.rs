@@ -199,46 +199,20 @@ fn read_table(r: &mut BitReader) -> Result<Table> {
     Ok(Table { prob_bits, syms, freqs })
 }
 
-/// log2 of `x > 0` to about 1e-9: the exponent, and `ln` of the mantissa (normalized to
-/// [sqrt(1/2), sqrt(2))) from five terms of `2 atanh(t)`, `t = (m - 1) / (m + 1)`. Plain
-/// arithmetic, so every machine gets the same bits (the cost model only compares estimates).
-#[inline]
-fn log2_approx(x: f64) -> f64 {
-    let bits = x.to_bits();
-    let mut e = ((bits >> 52) & 0x7FF) as i64 - 1023;
-    let mut m = f64::from_bits((bits & ((1u64 << 52) - 1)) | (1023u64 << 52));
-    if m > std::f64::consts::SQRT_2 {
-        m *= 0.5;
-        e += 1;
-    }
-    let t = (m - 1.0) / (m + 1.0);
-    let t2 = t * t;
-    let ln = t * (2.0 + t2 * (2.0 / 3.0 + t2 * (2.0 / 5.0 + t2 * (2.0 / 7.0 + t2 * (2.0 / 9.0)))));
-    e as f64 + ln * std::f64::consts::LOG2_E
-}
-
 /// `c log2 c` (0 for 0), from a table below `C_LOG_TABLE` (made with the same formula, so the
 /// bits are the same either way).
 #[inline]
 fn c_log2_c(c: u64) -> f64 {
     static TABLE: std::sync::OnceLock<Vec<f64>> = std::sync::OnceLock::new();
     if c < C_LOG_TABLE {
-        let t = TABLE.get_or_init(|| (0..C_LOG_TABLE).map(c_log2_c_direct).collect());
+        let t = TABLE.get_or_init(|| (0..C_LOG_TABLE).map(super::c_log2_c).collect());
         t[c as usize]
     } else {
-        c_log2_c_direct(c)
+        super::c_log2_c(c)
     }
 }
 
 const C_LOG_TABLE: u64 = 4096;
-
-fn c_log2_c_direct(c: u64) -> f64 {
-    if c > 1 {
-        c as f64 * log2_approx(c as f64)
-    } else {
-        0.0
-    }
-}
 
 /// Estimated cost in bits of coding counts `c` (in symbol order; zeros are skipped) with their
 /// own table: `n log2 n - sum c log2 c`, 12 bits, and 7 bits per used symbol. Sparse and dense
@@ -883,6 +857,7 @@ pub fn decode(input: &[u8], n: usize, ctx: Ctx, out: &mut Vec<u16>) -> Result<us
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::coder::log2_approx;
 
     /// The encoder as it was before the single-pass context histograms and the reciprocal
     /// state update: `encode` must write exactly the same bytes.
