@@ -610,6 +610,19 @@ fn log2_table() -> &'static [f64] {
     T.get_or_init(|| (0..=4096u32).map(|f| if f == 0 { 0.0 } else { log2_approx(f as f64) }).collect())
 }
 
+/// The threshold on log-counts `q` that escapes exactly the symbols of `esc_set`, if `q`
+/// separates them (every escaped one below every coded one).
+fn escape_threshold(q: &[u32], esc_set: &[bool]) -> Option<u32> {
+    let lo = q.iter().zip(esc_set).filter(|x| *x.1).map(|x| *x.0).max();
+    let hi = q.iter().zip(esc_set).filter(|x| !*x.1).map(|x| *x.0).min();
+    match (lo, hi) {
+        (None, _) => Some(0),
+        (Some(l), Some(h)) if l < h => Some(h),
+        (Some(l), None) => Some(l + 1),
+        _ => None,
+    }
+}
+
 /// Quantized log-count of a count >= 1.
 fn quantize(c: u64, r_log: u32) -> u32 {
     ((log2_approx(c as f64) * (1u32 << r_log) as f64).round() as u32).min(q_max(r_log))
@@ -790,15 +803,7 @@ fn plan_order0(hist: &[(u16, u64)], n: usize, k_prec: u32) -> Plan {
     let esc_set: Vec<bool> = q3.iter().map(|&q| q < chosen).collect();
     for r in [2u32, 1] {
         let q = qs(r);
-        // The threshold escaping the same symbols, if the coarser log-counts separate them.
-        let lo = q.iter().zip(&esc_set).filter(|x| *x.1).map(|x| *x.0).max();
-        let hi = q.iter().zip(&esc_set).filter(|x| !*x.1).map(|x| *x.0).min();
-        let qt = match (lo, hi) {
-            (None, _) => 0,
-            (Some(l), Some(h)) if l < h => h,
-            (Some(l), None) => l + 1,
-            _ => continue,
-        };
+        let Some(qt) = escape_threshold(&q, &esc_set) else { continue };
         consider(plan_one(hist, &q, r, k_prec, qt, n), &mut best);
     }
     // Lower precisions for small blocks, where building the decode table costs about as much
@@ -899,14 +904,7 @@ fn plan_ctx(symbols: &[u16], hist: &[(u16, u64)], base: Plan, d: usize) -> Plan 
         // The pooled log-counts at this resolution, with the same escaped symbols.
         let q: Vec<u32> = hist.iter().map(|h| quantize(h.1, r_log)).collect();
         let esc_set: Vec<bool> = spec0.q.iter().map(|&x| x < spec0.q_t).collect();
-        let lo = q.iter().zip(&esc_set).filter(|x| *x.1).map(|x| *x.0).max();
-        let hi = q.iter().zip(&esc_set).filter(|x| !*x.1).map(|x| *x.0).min();
-        let q_t = match (lo, hi) {
-            (None, _) => 0,
-            (Some(l), Some(h)) if l < h => h,
-            (Some(l), None) => l + 1,
-            _ => continue,
-        };
+        let Some(q_t) = escape_threshold(&q, &esc_set) else { continue };
         let spec = Spec {
             syms: spec0.syms.clone(),
             prec,
