@@ -46,6 +46,9 @@ fn budget_and_depth_bound_the_search() {
         let searched = load(&stats.tensors);
         assert!(searched > 0);
         assert!(load(&stats.expansions) <= searched * budget as u64, "budget {budget}: {}", stats.summary());
+        // Every phase of compression was timed, and the summary says so.
+        assert!(stats.phase_ns.iter().all(|p| load(p) > 0), "{}", stats.summary());
+        assert!(stats.summary().contains("time: reading"), "{}", stats.summary());
         let arch = brevis::Archive::open(&a).unwrap();
         for i in 0..arch.len() {
             let p = arch.info(i).unwrap().program;

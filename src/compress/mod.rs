@@ -47,16 +47,30 @@ pub(crate) fn compress_source<W: Write + Seek>(
     refs: Option<&Reference>,
     out: &mut W,
 ) -> Result<u64> {
+    // The wall time of each phase goes to the statistics, when asked for (synth::PHASES).
+    let mut clock = std::time::Instant::now();
+    let mut lap = |phase: usize| {
+        if let Some(st) = &opts.stats {
+            st.phase_ns[phase].fetch_add(clock.elapsed().as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
+        }
+        clock = std::time::Instant::now();
+    };
     let jobs = plan::plan(input, refs, opts.memory_limit)?;
     let dup_of = choose::duplicates(&jobs)?;
+    lap(0);
     let prior = choose::prior(&jobs, &dup_of, opts)?;
+    lap(1);
     let chosen = choose::programs(&jobs, &dup_of, forced, prior, opts)?;
+    lap(2);
     let work = chunk_list(&jobs, opts);
     let mut writer = Writer::start(out)?;
     let (programs, chunks) = encode(&jobs, &chosen, &work, opts, &mut writer)?;
+    lap(3);
     let residue = residue(input, &jobs)?;
     let index = index(input, &jobs, &chosen, programs, chunks, residue, refs, opts)?;
-    writer.finish(&index)
+    let len = writer.finish(&index)?;
+    lap(4);
+    Ok(len)
 }
 
 /// [`compress_source`] into memory; imposed programs are then proven by decoding.

@@ -102,7 +102,12 @@ pub struct SearchStats {
     pub learn_ns: AtomicU64,
     /// Size of the prior used (context, production) pairs at the finest level.
     pub prior_entries: AtomicU64,
+    /// Wall time of each phase of compression, in nanoseconds (`compress` fills them).
+    pub phase_ns: [AtomicU64; PHASES.len()],
 }
+
+/// The phases of compression whose wall time [`SearchStats::phase_ns`] records.
+pub const PHASES: [&str; 5] = ["reading (layout, duplicates)", "prior", "search", "encoding and writing", "index"];
 
 impl SearchStats {
     fn add(&self, c: &search::Counters) {
@@ -142,7 +147,15 @@ impl SearchStats {
             g(&self.learn_ns) as f64 / 1e9,
             g(&self.prior_entries),
             g(&self.search_ns) as f64 / 1e9,
-        )
+        ) + &self.phases()
+    }
+
+    /// The wall time of each phase of compression, one line.
+    fn phases(&self) -> String {
+        let t: Vec<f64> = self.phase_ns.iter().map(|a| a.load(Relaxed) as f64 / 1e9).collect();
+        let total: f64 = t.iter().sum();
+        let parts: Vec<String> = PHASES.iter().zip(&t).map(|(p, s)| format!("{p} {s:.2} s")).collect();
+        format!("\ntime: {} ({total:.2} s in all)", parts.join(", "))
     }
 }
 
