@@ -1,7 +1,7 @@
 //! The fused float writer (`dsl::fused`): one chunk of 2^19 bf16 weights (normal, sd 0.02) coded
 //! as `fields(e8,m7,k3)[H, raw, raw]`, decoded straight into a caller's buffer, against the
 //! interpreter (`Node::decode` into a stream, then copied out) on the same payload, for the head
-//! leaves `lanes`, `huffman` and `rans`. Throughput in bf16 words (elements) and output bytes.
+//! leaves `lanes`, `huffman` and `rans`, and with a `lanes`-coded sign part. Throughput in bf16 words (elements) and output bytes.
 //! The SIMD level is the process's: run with `BREVIS_CPU=scalar` for the scalar level.
 
 use brevis::coder::bitio::ByteReader;
@@ -33,8 +33,15 @@ fn bench(c: &mut Criterion) {
     g.sample_size(10).measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_millis(300));
     g.throughput(Throughput::Bytes(2 * N as u64));
     let no_copy = |_: u32| -> brevis::Result<Stream> { Err(brevis::Error::corrupt("no copy")) };
-    for (name, head) in [("lanes", lanes()), ("huffman", huffman()), ("rans", rans())] {
-        let p: Node = fields(8, 7, 3, [head, raw(), raw()]);
+    let programs = [
+        ("lanes", fields(8, 7, 3, [lanes(), raw(), raw()])),
+        ("huffman", fields(8, 7, 3, [huffman(), raw(), raw()])),
+        ("rans", fields(8, 7, 3, [rans(), raw(), raw()])),
+        // An entropy-coded sign part, as in row-context programs of embeddings.
+        ("lanes_lanes_sign", fields(8, 7, 3, [lanes(), lanes(), raw()])),
+    ];
+    for (name, p) in programs {
+        let p: Node = p;
         let mut payload = Vec::new();
         p.encode(&x, &[], &mut payload).unwrap();
         let mut out = vec![0u8; 2 * N];

@@ -141,6 +141,7 @@ impl<'a> Archive<'a> {
             return Err(Error::invalid(format!("buffer holds {} bytes; the tensor has {}", out.len(), t.nbytes)));
         }
         let wb = t.word_bytes() as usize;
+        crate::work::advise_huge_pages(out);
         let mut rest = out;
         let mut parts = Vec::with_capacity(t.chunks.len());
         for c in &t.chunks {
@@ -185,6 +186,7 @@ impl<'a> Archive<'a> {
             return Err(Error::invalid("output buffer does not have the original size"));
         }
         let pieces = self.pieces()?;
+        crate::work::advise_huge_pages(out);
         let mut slices: Vec<(usize, usize, &mut [u8])> = Vec::new();
         let mut rest: &mut [u8] = out;
         for p in pieces {

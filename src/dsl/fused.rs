@@ -1,10 +1,11 @@
 //! The fused float writer: the decode path of the programs that code most 16-bit float
 //! tensors, straight into the caller's buffer. `fields(e,m,k)[H, S, L]` over 16-bit words, with
 //! `H` an entropy leaf (`lanes`, `huffman`, `rans` without a reference or sibling context) and
-//! `S`, `L` raw or constant: `H`'s symbols are decoded into a per-thread buffer, then `S` and
-//! `L` are unpacked a block at a time (the block stays in L1) and merged with them into the
-//! output words. A root entropy leaf over 16-bit words decodes straight into the output. No
-//! stream is allocated; everything else takes the interpreter ([`Node::decode`]).
+//! `S`, `L` raw, constant or such an entropy leaf: the entropy leaves' symbols are decoded into
+//! per-thread buffers, then raw parts are unpacked a block at a time (the block stays in L1) and
+//! merged with them into the output words. `byteplanes[H, L]` the same. A root entropy leaf over
+//! 16-bit words decodes straight into the output. No stream is allocated; everything else takes
+//! the interpreter ([`Node::decode`]).
 
 use super::ops::entropy::{check_range, LeafCtx, Rans};
 use super::ops::fields::Fields;
@@ -19,8 +20,22 @@ use std::cell::RefCell;
 const BLOCK: usize = 4096;
 
 thread_local! {
-    /// Decoded head symbols, and output words when the caller's buffer is not 2-byte aligned.
-    static SCRATCH: RefCell<(Vec<u16>, Vec<u16>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+    /// Decoded head symbols, output words when the caller's buffer is not 2-byte aligned, and the
+    /// decoded symbols of entropy-coded sign and low parts.
+    static SCRATCH: RefCell<Scratch> = const { RefCell::new(Scratch::new()) };
+}
+
+/// Per-thread buffers of the fused writer (reused: the hot path allocates nothing).
+struct Scratch {
+    head: Vec<u16>,
+    words: Vec<u16>,
+    parts: [Vec<u16>; 2],
+}
+
+impl Scratch {
+    const fn new() -> Scratch {
+        Scratch { head: Vec::new(), words: Vec::new(), parts: [Vec::new(), Vec::new()] }
+    }
 }
 
 /// Whether [`decode_into`] takes `p` over words of type `ty` (checked before any byte is read).
@@ -43,9 +58,9 @@ pub fn applies(p: &Node, ty: Ty) -> bool {
     }
 }
 
-/// A raw or constant leaf.
+/// A raw or constant leaf, or an entropy leaf of its own payload.
 fn part(p: &Node) -> bool {
-    matches!(p.op, Op::Raw(_) | Op::Const(_))
+    matches!(p.op, Op::Raw(_) | Op::Const(_)) || head_leaf(p)
 }
 
 /// An entropy leaf whose symbols depend on its own payload only.
@@ -62,7 +77,7 @@ fn head_leaf(p: &Node) -> bool {
 pub fn decode_into(p: &Node, ty: Ty, r: &mut ByteReader, out: &mut [u8]) -> Result<()> {
     debug_assert!(applies(p, ty));
     SCRATCH.with(|cell| {
-        let (head, words) = &mut *cell.borrow_mut();
+        let Scratch { head, words, parts } = &mut *cell.borrow_mut();
         let aligned = bytemuck::try_cast_slice_mut::<u8, u16>(out).is_ok();
         let n = out.len() / 2;
         if !aligned {
@@ -71,8 +86,8 @@ pub fn decode_into(p: &Node, ty: Ty, r: &mut ByteReader, out: &mut [u8]) -> Resu
         }
         let dst: &mut [u16] = if aligned { bytemuck::cast_slice_mut(out) } else { &mut words[..] };
         match &p.op {
-            Op::Fields(f) => merge_fields(f, &p.children, r, head, dst)?,
-            Op::BytePlanes(_) => merge_planes(&p.children, r, head, dst)?,
+            Op::Fields(f) => merge_fields(f, &p.children, r, head, parts, dst)?,
+            Op::BytePlanes(_) => merge_planes(&p.children, r, head, &mut parts[0], dst)?,
             _ => {
                 leaf(p, ty, r.bytes()?, n, head)?;
                 dst.copy_from_slice(head);
@@ -105,15 +120,22 @@ fn leaf(p: &Node, ty: Ty, input: &[u8], n: usize, buf: &mut Vec<u16>) -> Result<
     check_range(ty, buf)
 }
 
-/// A raw or constant part of a word: its packed bytes, or its value.
+/// A part of a word: its packed bytes, its value, or its decoded symbols.
 enum Part<'a> {
     Packed(&'a [u8]),
     Const(u16),
+    Symbols(&'a [u16]),
 }
 
 impl<'a> Part<'a> {
-    fn read(p: &Node, bits: u32, n: usize, r: &mut ByteReader<'a>) -> Result<Part<'a>> {
+    /// The part coded by `p` (values of `bits` bits), its symbols decoded into `buf` if `p` is an
+    /// entropy leaf.
+    fn read<'b: 'a>(p: &Node, bits: u32, n: usize, r: &mut ByteReader<'b>, buf: &'a mut Vec<u16>) -> Result<Part<'a>> {
         match &p.op {
+            _ if head_leaf(p) => {
+                leaf(p, Ty::u(bits), r.bytes()?, n, buf)?;
+                Ok(Part::Symbols(&buf[..]))
+            }
             Op::Raw(_) => {
                 let b = r.bytes()?;
                 if b.len() != packed_len(n, bits) {
@@ -135,6 +157,12 @@ impl<'a> Part<'a> {
                 let a = start * bits as usize / 8;
                 simd::unpack_u8(&b[a..a + packed_len(out.len(), bits)], bits, out)
             }
+            Part::Symbols(s) => {
+                let s = &s[start..start + out.len()];
+                for (o, &v) in out.iter_mut().zip(s) {
+                    *o = v as u8;
+                }
+            }
         }
     }
 
@@ -146,18 +174,27 @@ impl<'a> Part<'a> {
                 let a = start * bits as usize / 8;
                 simd::unpack_u16(&b[a..a + packed_len(out.len(), bits)], bits, out)
             }
+            Part::Symbols(s) => out.copy_from_slice(&s[start..start + out.len()]),
         }
     }
 }
 
 /// `fields(e,m,k)[head, sign, low]` into `out`.
-fn merge_fields(f: &Fields, kids: &[Node], r: &mut ByteReader, head: &mut Vec<u16>, out: &mut [u16]) -> Result<()> {
+fn merge_fields(
+    f: &Fields,
+    kids: &[Node],
+    r: &mut ByteReader,
+    head: &mut Vec<u16>,
+    parts: &mut [Vec<u16>; 2],
+    out: &mut [u16],
+) -> Result<()> {
     let n = out.len();
     let lo = f.mant - f.k;
     let hty = Ty::u(f.exp + f.k);
     leaf(&kids[0], hty, r.bytes()?, n, head)?;
-    let sign = Part::read(&kids[1], 1, n, r)?;
-    let low = Part::read(&kids[2], lo, n, r)?;
+    let [sbuf, lbuf] = parts;
+    let sign = Part::read(&kids[1], 1, n, r, sbuf)?;
+    let low = Part::read(&kids[2], lo, n, r, lbuf)?;
     let mut s = [0u8; BLOCK];
     if lo <= 8 {
         let mut m = [0u8; BLOCK];
@@ -183,12 +220,18 @@ fn merge_fields(f: &Fields, kids: &[Node], r: &mut ByteReader, head: &mut Vec<u1
     Ok(())
 }
 
-/// `byteplanes[high, low]` of 16-bit words into `out`: an entropy-coded high byte and a raw or
-/// constant low byte.
-fn merge_planes(kids: &[Node], r: &mut ByteReader, head: &mut Vec<u16>, out: &mut [u16]) -> Result<()> {
+/// `byteplanes[high, low]` of 16-bit words into `out`: an entropy-coded high byte and a raw,
+/// constant or entropy-coded low byte.
+fn merge_planes(
+    kids: &[Node],
+    r: &mut ByteReader,
+    head: &mut Vec<u16>,
+    buf: &mut Vec<u16>,
+    out: &mut [u16],
+) -> Result<()> {
     let n = out.len();
     leaf(&kids[0], Ty::u(8), r.bytes()?, n, head)?;
-    let low = Part::read(&kids[1], 8, n, r)?;
+    let low = Part::read(&kids[1], 8, n, r, buf)?;
     let mut m = [0u8; BLOCK];
     for start in (0..n).step_by(BLOCK) {
         let b = BLOCK.min(n - start);
@@ -242,6 +285,10 @@ mod tests {
                     // Constant parts, where the data has them.
                     let pos = Stream::from_fn(Ty::u(16), n, |i| x.get(i) & 0x7FFF);
                     programs.push(fields(e, m, k, [head.clone(), konst(0), raw()]));
+                    // Entropy-coded sign and low parts.
+                    programs.push(fields(e, m, k, [head.clone(), head.clone(), raw()]));
+                    programs.push(fields(e, m, k, [head.clone(), raw(), head.clone()]));
+                    programs.push(byteplanes(vec![head.clone(), head.clone()]));
                     for p in programs {
                         for data in [&x, &pos] {
                             let mut payload = Vec::new();
