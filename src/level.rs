@@ -33,7 +33,7 @@ impl Level {
     pub fn decode_weight(self) -> f64 {
         match self {
             Level::Fast => 0.02,
-            Level::Default => 0.002,
+            Level::Default => 0.0025,
             Level::Max => 0.0,
         }
     }

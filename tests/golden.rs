@@ -197,6 +197,24 @@ fn lanes_file() -> (Vec<u8>, Vec<Option<Node>>) {
     (file, tensors.into_iter().map(|t| Some(t.4)).collect())
 }
 
+/// Width of the rows of the version 4 golden `classes.brv`.
+const CLASS_ROW: usize = 256;
+
+/// A safetensors file of one 16-bit tensor whose rows repeat eight column regimes, each with its
+/// own distribution: coded as `lanes(back 256)`, its blocks have more than four context classes
+/// (the extended table header of format version 4).
+fn classes_file() -> (Vec<u8>, Vec<Option<Node>>) {
+    let mut g = Lcg(4);
+    let level: Vec<u16> = (0..CLASS_ROW).map(|_| (g.next() % 8) as u16).collect();
+    let n = 1 << 16;
+    let words: Vec<u8> =
+        (0..n).flat_map(|i| (level[i % CLASS_ROW] * 6 + (g.next() % 4 + g.next() % 4) as u16).to_le_bytes()).collect();
+    let shape = vec![(n / CLASS_ROW) as u64, CLASS_ROW as u64];
+    let tensors = vec![("regimes", "U16", shape, words, lanes_back(CLASS_ROW as u32))];
+    let file = safetensors("brevis golden v4", &tensors, None, b"");
+    (file, tensors.into_iter().map(|t| Some(t.4)).collect())
+}
+
 /// The original file's mode and time recorded in the version 3 golden `lanes.brv`.
 fn golden_meta() -> brevis::FileMeta {
     brevis::FileMeta { mode: 0o640, mtime: 1_764_590_400, mtime_nanos: 123_456_789 }
@@ -225,12 +243,18 @@ fn write_golden() {
     let (lanes_in, lanes_programs) = lanes_file();
     let lanes_opts = brevis::Options { file_meta: Some(golden_meta()), ..opts.clone() };
     let lanes = brevis::compress_with_programs(&lanes_in, &lanes_opts, &|i, _| lanes_programs[i].clone()).unwrap();
+    // Version 4: lanes blocks with more than four context classes (chunks of 2^14 words).
+    let (classes_in, classes_programs) = classes_file();
+    let classes_opts = brevis::Options { chunk_bytes: 1 << 15, ..opts.clone() };
+    let classes =
+        brevis::compress_with_programs(&classes_in, &classes_opts, &|i, _| classes_programs[i].clone()).unwrap();
     let mut manifest = String::new();
     for (name, archive, original, refname) in [
         ("ops", &ops, &file, ""),
         ("silero", &silero, &fixture(), ""),
         ("ref", &with_ref, &new, " ops.brv"),
         ("lanes", &lanes, &lanes_in, ""),
+        ("classes", &classes, &classes_in, ""),
     ] {
         std::fs::write(dir.join(format!("{name}.brv")), archive).unwrap();
         manifest += &format!("{name}.brv {} {}{refname}\n", original.len(), sha256_hex(original));
@@ -338,6 +362,29 @@ fn golden_v3_archive_covers_lanes_and_file_metadata() {
     }
     assert_eq!(a.file_meta(), Some(golden_meta()));
     assert!(a.index().tensors.iter().all(|t| t.chunks.len() >= 2), "every tensor spans several chunks");
+}
+
+/// Version 4's golden archive holds lanes blocks with more than four context classes, and its
+/// input is still what the generator makes.
+#[test]
+fn golden_v4_archive_covers_eight_lanes_classes() {
+    let (file, _) = classes_file();
+    let dir = golden_dir().join("v4");
+    let manifest = std::fs::read_to_string(dir.join("MANIFEST")).unwrap();
+    assert!(manifest.contains(&sha256_hex(&file)), "the generator no longer makes the v4 golden input");
+    let archive = std::fs::read(dir.join("classes.brv")).unwrap();
+    let a = brevis::Archive::open(&archive).unwrap();
+    assert_eq!(a.info(0).unwrap().program.to_string(), format!("lanes(back {CLASS_ROW})"));
+    let t = &a.index().tensors[0];
+    assert!(t.chunks.len() >= 2, "the tensor spans several chunks");
+    let mut most = 0;
+    for c in &t.chunks {
+        // A root leaf's payload is its block, length-prefixed.
+        let payload = &archive[c.offset as usize..(c.offset + c.len) as usize];
+        let block = brevis::coder::bitio::ByteReader::new(payload).bytes().unwrap();
+        most = most.max(brevis::coder::lanes::block_classes(block).unwrap());
+    }
+    assert!(most > 4, "the golden v4 blocks have at most {most} classes");
 }
 
 /// Golden error inputs: each must fail with an error, never decode.

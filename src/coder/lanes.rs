@@ -19,7 +19,7 @@
 //! dozen values seen a handful of times) saves the probability mass that a 12-bit table would give
 //! them, and keeps the index in 8 bits.
 //!
-//! [`Ctx::Prev`] lets the encoder split symbols into up to [`MAX_CLASSES`] classes by the rank of the
+//! [`Ctx::Prev`] lets the encoder split symbols into up to [`MAX_CLASSES`] (8) classes by the rank of the
 //! previous symbol of the same lane (symbol `i - 32`; rank 0 for the first step), through thresholds
 //! on that rank, with one table per class. [`Ctx::Back`]`(d)` does the same with the rank of symbol
 //! `i - d` (`d` a multiple of 32, so the same lane `d / 32` steps earlier; rank 0 for `i < d`), e.g.
@@ -50,8 +50,10 @@
 //! * `gamma(u)`: the number of distinct symbols, `1..=4095`;
 //! * the symbols in ascending order: `gamma(s_0 + 1)`, then `gamma(s_j - s_{j-1})`;
 //! * if `u = 1`: nothing more; the block is the padded bit stream and decodes to `n` copies of `s_0`.
-//! * 2 bits `p - 10` (`p` in 10..=12), 2 bits `r - 1` (`r` in 1..=3: log-counts are quantized to
-//!   `1/2^r` octave), 2 bits `K - 1` (`K` classes, 1..=4, with `K << p <= 8192`);
+//! * 2 bits `p - 10` (`p` in 10..=12), then the short header: 2 bits `r - 1` (`r` in 1..=3:
+//!   log-counts are quantized to `1/2^r` octave), 2 bits `K - 1` (`K` classes, 1..=4); or
+//!   (format version 4) the extended header: 2 bits `3`, 2 bits `r - 1`, 3 bits `K - 1` (`K` in
+//!   1..=8; the encoder writes it only for `K > 4`). Always `K << p <= 8192`;
 //! * `u` times `gamma0(zz(q_j - q_{j-1}))` (`q_{-1} = 0`): each symbol's quantized log-count
 //!   `q = round(2^r log2 count)`, `q >> r <= 40`;
 //! * `gamma0(qt)`: symbols with `q < qt` are escaped, the others coded. Ranks: the coded symbols in
@@ -95,6 +97,15 @@ pub enum Ctx {
     Back(u32),
 }
 
+/// The number of context classes of a block (1 for a block without classes or tables).
+pub fn block_classes(block: &[u8]) -> Result<usize> {
+    if block.is_empty() {
+        return Ok(1);
+    }
+    let mut single = 0;
+    Ok(read_spec(&mut SpecReader::new(block), &mut single)?.map_or(1, |s| s.thresholds.len() + 1))
+}
+
 /// Largest distance of [`Ctx::Back`].
 pub const MAX_BACK: u32 = 1 << 24;
 
@@ -122,7 +133,11 @@ pub const MAX_SYMBOLS: usize = 4095;
 /// Most ranks (coded symbols plus the escape): the index field of a slot entry has 8 bits.
 pub const MAX_RANKS: usize = 256;
 /// Most context classes of a block.
-pub const MAX_CLASSES: usize = 4;
+pub const MAX_CLASSES: usize = 8;
+/// Most classes of the short table header (more take the extended header).
+const SHORT_CLASSES: usize = 4;
+/// The `r - 1` field value that marks the extended table header.
+const EXTENDED: u64 = 3;
 /// Most decode-table slots of a block (`classes << p`): 32 KiB of entries.
 const MAX_SLOTS: usize = 8192;
 /// Largest `q >> r` (counts up to 2^40): weights stay below 2^61.
@@ -391,8 +406,14 @@ fn write_spec(spec: &Spec, w: &mut BitWriter) {
         return;
     }
     w.put((spec.prec - MIN_PREC) as u64, 2);
-    w.put(spec.r_log as u64 - 1, 2);
-    w.put(spec.thresholds.len() as u64, 2);
+    if spec.thresholds.len() < SHORT_CLASSES {
+        w.put(spec.r_log as u64 - 1, 2);
+        w.put(spec.thresholds.len() as u64, 2);
+    } else {
+        w.put(EXTENDED, 2);
+        w.put(spec.r_log as u64 - 1, 2);
+        w.put(spec.thresholds.len() as u64, 3);
+    }
     let mut prev = 0i64;
     for &q in &spec.q {
         w.gamma0(zigzag(q as i64 - prev));
@@ -424,7 +445,8 @@ fn spec_bits(spec: &Spec) -> u64 {
     if spec.syms.len() == 1 {
         return bits;
     }
-    bits += 6 + gamma_len(spec.q_t as u64 + 1);
+    let extended = if spec.thresholds.len() < SHORT_CLASSES { 0 } else { 5 };
+    bits += 6 + extended + gamma_len(spec.q_t as u64 + 1);
     bits += signed_seq_bits(&spec.q);
     let mut prev = 0u64;
     for &t in &spec.thresholds {
@@ -546,8 +568,10 @@ fn read_spec(r: &mut SpecReader, single: &mut u16) -> Result<Option<Spec>> {
         return Ok(None);
     }
     let prec = r.get(2)? as u32 + MIN_PREC;
-    let r_log = r.get(2)? as u32 + 1;
-    let k = r.get(2)? as usize + 1;
+    let (r_log, k) = match r.get(2)? {
+        EXTENDED => (r.get(2)? as u32 + 1, r.get(3)? as usize + 1),
+        v => (v as u32 + 1, r.get(2)? as usize + 1),
+    };
     if prec > MAX_PREC || r_log > 3 {
         return Err(bad("bad table header"));
     }
@@ -1952,6 +1976,34 @@ mod tests {
         // Independent symbols: one class.
         let iid = bf16_heads(100_000, &mut seed, 0.02);
         assert_eq!(round_trip(&iid, Ctx::Back(384)), round_trip(&iid, Ctx::None));
+    }
+
+    fn classes(block: &[u8]) -> usize {
+        block_classes(block).unwrap()
+    }
+
+    /// Eight column regimes, each with its own distribution: more than four classes pay, and
+    /// take the extended table header; blocks of at most four classes keep the short header.
+    #[test]
+    fn up_to_eight_classes() {
+        let mut seed = 21;
+        let w = 256;
+        let level: Vec<u16> = (0..w).map(|_| (lcg(&mut seed) % 8) as u16).collect();
+        let s: Vec<u16> =
+            (0..1 << 17).map(|i| level[i % w] * 6 + (lcg(&mut seed) % 4 + lcg(&mut seed) % 4) as u16).collect();
+        let back = round_trip(&s, Ctx::Back(w as u32));
+        assert!(classes(&back) > 4, "{} classes", classes(&back));
+        let none = round_trip(&s, Ctx::None);
+        assert!((back.len() as f64) < none.len() as f64 * 0.8, "{} vs {}", back.len(), none.len());
+        // Two regimes: few classes, the short header (the extended marker is not there).
+        let s2: Vec<u16> = s.iter().map(|&x| x % 12).collect();
+        let b2 = round_trip(&s2, Ctx::Back(w as u32));
+        assert!(classes(&b2) <= 4);
+        // Every truncation of an extended-header block is an error, never a panic.
+        let mut out = vec![0u16; s.len()];
+        for cut in (0..back.len()).step_by(97) {
+            assert!(decode_ctx(&back[..cut], Ctx::Back(w as u32), &mut out).is_err());
+        }
     }
 
     #[test]
