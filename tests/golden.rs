@@ -339,15 +339,20 @@ fn golden_ops_archive_covers_every_operator() {
     }
 }
 
+/// The golden archive `name` of format version `v`, after checking that its recorded original is
+/// still what the generator makes (`original`).
+fn golden_archive(v: u16, name: &str, original: &[u8]) -> Vec<u8> {
+    let dir = golden_dir().join(format!("v{v}"));
+    let manifest = std::fs::read_to_string(dir.join("MANIFEST")).unwrap();
+    assert!(manifest.contains(&sha256_hex(original)), "the generator no longer makes the v{v} golden input of {name}");
+    std::fs::read(dir.join(name)).unwrap()
+}
+
 /// Version 3's golden archive holds the lanes leaf in every context and the original's mode and
 /// time, and its input is still what the generator makes.
 #[test]
 fn golden_v3_archive_covers_lanes_and_file_metadata() {
-    let (file, _) = lanes_file();
-    let dir = golden_dir().join("v3");
-    let manifest = std::fs::read_to_string(dir.join("MANIFEST")).unwrap();
-    assert!(manifest.contains(&sha256_hex(&file)), "the generator no longer makes the v3 golden input");
-    let archive = std::fs::read(dir.join("lanes.brv")).unwrap();
+    let archive = golden_archive(3, "lanes.brv", &lanes_file().0);
     let a = brevis::Archive::open(&archive).unwrap();
     let programs: Vec<String> = (0..a.len()).map(|i| a.info(i).unwrap().program.to_string()).collect();
     for p in [
@@ -368,11 +373,7 @@ fn golden_v3_archive_covers_lanes_and_file_metadata() {
 /// input is still what the generator makes.
 #[test]
 fn golden_v4_archive_covers_eight_lanes_classes() {
-    let (file, _) = classes_file();
-    let dir = golden_dir().join("v4");
-    let manifest = std::fs::read_to_string(dir.join("MANIFEST")).unwrap();
-    assert!(manifest.contains(&sha256_hex(&file)), "the generator no longer makes the v4 golden input");
-    let archive = std::fs::read(dir.join("classes.brv")).unwrap();
+    let archive = golden_archive(4, "classes.brv", &classes_file().0);
     let a = brevis::Archive::open(&archive).unwrap();
     assert_eq!(a.info(0).unwrap().program.to_string(), format!("lanes(back {CLASS_ROW})"));
     let t = &a.index().tensors[0];
