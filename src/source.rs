@@ -44,25 +44,54 @@ impl<'a> Source<'a> {
         Ok(Bytes { src: self, start, len })
     }
 
+    /// Calls `f` with bytes `[start, start + len)`: borrowed from memory, or read from the file
+    /// into a per-thread buffer that is reused from call to call (no allocation in the decode
+    /// loop). Calls may nest: an inner call on the same thread reads into a buffer of its own.
+    pub fn with_read<R>(&self, start: u64, len: usize, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
+        thread_local! {
+            static BUF: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+        }
+        match *self {
+            Source::Memory(_) => Ok(f(&self.read(start, len)?)),
+            Source::File { file, .. } => {
+                self.check(start, len)?;
+                let mut buf = BUF.take();
+                if buf.len() < len {
+                    buf.resize(len, 0);
+                }
+                let r = read_exact_at(file, &mut buf[..len], start).map_err(read_error).map(|()| f(&buf[..len]));
+                BUF.set(buf);
+                r
+            }
+        }
+    }
+
+    /// An error unless `[start, start + len)` is within the source.
+    fn check(&self, start: u64, len: usize) -> Result<()> {
+        match start.checked_add(len as u64) {
+            Some(e) if e <= self.len() => Ok(()),
+            _ => Err(Error::corrupt(format!("read of {len} bytes at {start} is past the end of the input"))),
+        }
+    }
+
     /// Reads bytes `[start, start + len)`: borrowed from memory, or read from the file.
     pub fn read(&self, start: u64, len: usize) -> Result<Cow<'a, [u8]>> {
-        let end = start.checked_add(len as u64).filter(|&e| e <= self.len());
-        let Some(end) = end else {
-            return Err(Error::corrupt(format!("read of {len} bytes at {start} is past the end of the input")));
-        };
+        self.check(start, len)?;
         match *self {
-            Source::Memory(b) => Ok(Cow::Borrowed(&b[start as usize..end as usize])),
+            Source::Memory(b) => Ok(Cow::Borrowed(&b[start as usize..start as usize + len])),
             Source::File { file, .. } => {
                 let mut buf = vec![0u8; len];
-                read_exact_at(file, &mut buf, start).map_err(|e| match e.kind() {
-                    std::io::ErrorKind::UnexpectedEof => {
-                        Error::invalid("the input file became shorter while it was read".to_string())
-                    }
-                    _ => Error::Io(e),
-                })?;
+                read_exact_at(file, &mut buf, start).map_err(read_error)?;
                 Ok(Cow::Owned(buf))
             }
         }
+    }
+}
+
+fn read_error(e: std::io::Error) -> Error {
+    match e.kind() {
+        std::io::ErrorKind::UnexpectedEof => Error::invalid("the input file became shorter while it was read"),
+        _ => Error::Io(e),
     }
 }
 

@@ -458,15 +458,17 @@ pub fn decode_chunk(
             return Err(Error::corrupt("decoded chunk has the wrong size"));
         }
         let len = usize::try_from(chunk.len).map_err(|_| Error::corrupt("chunk too large"))?;
-        let payload = archive.read(chunk.offset, len)?;
-        let mut r = ByteReader::new(&payload);
-        fused::decode_into(&tensor.program, ty, &mut r, out).map_err(|e| match e {
-            Error::Corrupt(m) => Error::Corrupt(format!("tensor {:?}, chunk {c}: {m}", tensor.name)),
-            e => e,
-        })?;
-        if !r.is_empty() {
-            return Err(Error::corrupt(format!("tensor {:?}, chunk {c}: trailing payload bytes", tensor.name)));
-        }
+        archive.with_read(chunk.offset, len, |payload| {
+            let mut r = ByteReader::new(payload);
+            fused::decode_into(&tensor.program, ty, &mut r, out).map_err(|e| match e {
+                Error::Corrupt(m) => Error::Corrupt(format!("tensor {:?}, chunk {c}: {m}", tensor.name)),
+                e => e,
+            })?;
+            if !r.is_empty() {
+                return Err(Error::corrupt(format!("tensor {:?}, chunk {c}: trailing payload bytes", tensor.name)));
+            }
+            Ok(())
+        })??;
     } else {
         write_stream(&chunk_stream(archive, index, t, c, 0, refs)?, out)?;
     }
