@@ -287,6 +287,52 @@ impl<'a> Archive<'a> {
         Ok(written)
     }
 
+    /// Rebuilds the whole original file into `file` (a regular file, opened for reading and
+    /// writing) with positioned writes: each worker decodes a chunk into a buffer of its own and
+    /// writes it at its place, so that decoding and writing overlap without a writer thread, and
+    /// memory holds one chunk per worker. The file is set to the original's length first. With
+    /// `opts.verify`, the file is then read back and its whole-file checksum verified (what was
+    /// written, not only what was decoded). Returns the bytes written; on error the file's
+    /// contents are unspecified (callers write to a temporary file).
+    pub fn decompress_to_file(&self, file: &std::fs::File, opts: &DecodeOptions) -> Result<u64> {
+        let pieces = self.pieces()?;
+        file.set_len(self.index.original_size).map_err(container::write_error)?;
+        let mut chunks = Vec::new();
+        let mut pos = 0u64;
+        for p in &pieces {
+            match *p {
+                Piece::Residue(a, b) => {
+                    write_all_at(file, &self.index.residue[a..b], pos)?;
+                    pos += (b - a) as u64;
+                }
+                Piece::Chunk { t, c, len } => {
+                    chunks.push((t, c, len, pos));
+                    pos += len as u64;
+                }
+            }
+        }
+        thread_local! {
+            static BUF: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+        }
+        work::pool(opts.threads)?.install(|| {
+            chunks.par_iter().with_max_len(1).try_for_each(|&(t, c, len, at)| {
+                let mut buf = BUF.take();
+                // Every byte is written by the decoder: what is reused needs no clearing.
+                buf.resize(len, 0);
+                let r = self.decode_chunk(t, c, &mut buf[..len]).and_then(|()| write_all_at(file, &buf[..len], at));
+                BUF.set(buf);
+                r
+            })
+        })?;
+        if opts.verify {
+            let h = Source::file(file)?.all()?.xxh3_64(1 << 20)?;
+            if h != self.index.original_hash {
+                return Err(Error::Checksum("whole file (as written)".into()));
+            }
+        }
+        Ok(self.index.original_size)
+    }
+
     /// The pieces of the original in file order, once the archive can be decoded whole (a
     /// reference it needs has been supplied).
     fn pieces(&self) -> Result<Vec<Piece>> {
@@ -332,4 +378,27 @@ impl<'a> Archive<'a> {
         };
         container::decode_chunk(self.bytes, &self.index, t, c, buf, Some(&refs))
     }
+}
+
+/// Writes all of `data` at `offset` of `file`; failures are write errors
+/// ([`container::is_write_error`]).
+fn write_all_at(file: &std::fs::File, data: &[u8], offset: u64) -> Result<()> {
+    #[cfg(unix)]
+    let r = std::os::unix::fs::FileExt::write_all_at(file, data, offset);
+    #[cfg(windows)]
+    let r = (|| {
+        use std::os::windows::fs::FileExt;
+        let (mut data, mut offset) = (data, offset);
+        while !data.is_empty() {
+            match file.seek_write(data, offset)? {
+                0 => return Err(std::io::ErrorKind::WriteZero.into()),
+                n => {
+                    data = &data[n..];
+                    offset += n as u64;
+                }
+            }
+        }
+        Ok(())
+    })();
+    r.map_err(container::write_error)
 }

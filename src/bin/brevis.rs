@@ -484,10 +484,9 @@ fn decompress(args: DecompressArgs) -> Result<ExitCode, String> {
         None => {
             let source = brevis::source::Source::file(&file).map_err(name)?;
             let a = brevis::Archive::open_source(source, opts.memory_limit).map_err(name)?;
+            // Workers write their chunks in place (positioned writes into the temporary file).
             write_atomic_with(&out, force, &attrs(a.file_meta()), |f| {
-                let mut w = Watch::new(std::io::BufWriter::with_capacity(1 << 20, f));
-                let res = a.decompress_to(&mut w, &opts);
-                original_len = res.map_err(|e| named(e, &input, &out, w.failed))?;
+                original_len = a.decompress_to_file(f, &opts).map_err(|e| named(e, &input, &out, false))?;
                 Ok(())
             })?
         }

@@ -16,6 +16,7 @@ use xxhash_rust::xxh3::xxh3_64;
 pub mod header_model;
 pub mod writer;
 
+pub(crate) use writer::write_error;
 pub use writer::{header, is_write_error, meta_and_footer, write_archive, WriteError, Writer};
 
 pub const MAGIC: [u8; 8] = *b"\x89BRV\r\n\x1a\n";

@@ -30,7 +30,7 @@ pub fn is_write_error(e: &Error) -> bool {
     matches!(e, Error::Io(io) if io.get_ref().is_some_and(|inner| inner.is::<WriteError>()))
 }
 
-fn write_error(e: std::io::Error) -> Error {
+pub(crate) fn write_error(e: std::io::Error) -> Error {
     Error::Io(std::io::Error::new(e.kind(), WriteError(e)))
 }
 
