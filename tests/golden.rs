@@ -200,9 +200,9 @@ fn lanes_file() -> (Vec<u8>, Vec<Option<Node>>) {
 /// Width of the rows of the version 4 golden `classes.brv`.
 const CLASS_ROW: usize = 256;
 
-/// A safetensors file of one 16-bit tensor whose rows repeat eight column regimes, each with its
+/// A safetensors file of a 16-bit tensor whose rows repeat eight column regimes, each with its
 /// own distribution: coded as `lanes(back 256)`, its blocks have more than four context classes
-/// (the extended table header of format version 4).
+/// (the extended table header of format version 4); and a random walk coded as `lanes(adj)`.
 fn classes_file() -> (Vec<u8>, Vec<Option<Node>>) {
     let mut g = Lcg(4);
     let level: Vec<u16> = (0..CLASS_ROW).map(|_| (g.next() % 8) as u16).collect();
@@ -210,7 +210,18 @@ fn classes_file() -> (Vec<u8>, Vec<Option<Node>>) {
     let words: Vec<u8> =
         (0..n).flat_map(|i| (level[i % CLASS_ROW] * 6 + (g.next() % 4 + g.next() % 4) as u16).to_le_bytes()).collect();
     let shape = vec![(n / CLASS_ROW) as u64, CLASS_ROW as u64];
-    let tensors = vec![("regimes", "U16", shape, words, lanes_back(CLASS_ROW as u32))];
+    // Slowly varying words: the adjacent word predicts the next one.
+    let mut v = 300i64;
+    let walk: Vec<u8> = (0..20_000)
+        .flat_map(|_| {
+            v = (v + (g.next() % 5) as i64 - 2).clamp(0, 600);
+            (v as u16).to_le_bytes()
+        })
+        .collect();
+    let tensors = vec![
+        ("regimes", "U16", shape, words, lanes_back(CLASS_ROW as u32)),
+        ("walk", "U16", vec![20_000], walk, lanes_adj()),
+    ];
     let file = safetensors("brevis golden v4", &tensors, None, b"");
     (file, tensors.into_iter().map(|t| Some(t.4)).collect())
 }
@@ -369,13 +380,14 @@ fn golden_v3_archive_covers_lanes_and_file_metadata() {
     assert!(a.index().tensors.iter().all(|t| t.chunks.len() >= 2), "every tensor spans several chunks");
 }
 
-/// Version 4's golden archive holds lanes blocks with more than four context classes, and its
-/// input is still what the generator makes.
+/// Version 4's golden archive holds lanes blocks with more than four context classes and the
+/// `adj` context, and its input is still what the generator makes.
 #[test]
 fn golden_v4_archive_covers_eight_lanes_classes() {
     let archive = golden_archive(4, "classes.brv", &classes_file().0);
     let a = brevis::Archive::open(&archive).unwrap();
     assert_eq!(a.info(0).unwrap().program.to_string(), format!("lanes(back {CLASS_ROW})"));
+    assert_eq!(a.info(1).unwrap().program.to_string(), "lanes(adj)");
     let t = &a.index().tensors[0];
     assert!(t.chunks.len() >= 2, "the tensor spans several chunks");
     let mut most = 0;

@@ -256,6 +256,7 @@ fn leaf_for(bits: u32, choice: u64) -> Node {
         v.push(rans_prev());
         v.push(huffman());
         v.push(rans_back(3));
+        v.extend([lanes(), lanes_prev(), lanes_back(64), lanes_adj()]);
     }
     v[(choice % v.len() as u64) as usize].clone()
 }
@@ -323,6 +324,12 @@ proptest! {
     #[test]
     fn huffman_any_width(bits in 1u32..=16, n in length(), pat in pattern(), seed: u64) {
         check(&huffman(), &make(bits, n, pat, seed), 0)?;
+    }
+
+    #[test]
+    fn lanes_every_context_any_width(bits in 1u32..=16, n in length(), pat in pattern(), seed: u64, k in 0usize..4) {
+        let node = [lanes(), lanes_prev(), lanes_back(96), lanes_adj()][k].clone();
+        check(&node, &make(bits, n, pat, seed), 0)?;
     }
 
     #[test]

@@ -7,6 +7,7 @@
 use super::{Node, Op, Ty};
 use crate::coder::lanes;
 use crate::dsl::ops::entropy::LeafCtx;
+use crate::dsl::ops::lanes::LanesCtx;
 
 /// Nanoseconds per element of `op`'s own decoder on a stream of type `ty` (its children's
 /// decoders not included).
@@ -27,8 +28,10 @@ pub fn op_ns(op: &Op, ty: Ty) -> f64 {
         Op::Huffman(_) => 3.4,
         // 32 lanes with a table in L1.
         Op::Lanes(l) => match l.ctx {
-            lanes::Ctx::None => 0.6,
-            lanes::Ctx::Prev | lanes::Ctx::Back(_) => 0.7,
+            LanesCtx::Interleaved(lanes::Ctx::None) => 0.6,
+            LanesCtx::Interleaved(lanes::Ctx::Prev | lanes::Ctx::Back(_)) => 0.7,
+            // Plus writing the runs back in place.
+            LanesCtx::Adjacent => 0.9,
         },
         Op::Zstd(_) => 0.6 * bytes,
         // Merges of child streams (SIMD for 16-bit words), word-wise maps and scans.

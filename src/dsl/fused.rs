@@ -268,7 +268,7 @@ mod tests {
     /// parts, every low-part width, odd lengths, and aligned and misaligned output buffers.
     #[test]
     fn fused_decode_equals_the_interpreter() {
-        let heads = [lanes(), lanes_prev(), huffman(), rans(), rans_prev(), rans_back(48)];
+        let heads = [lanes(), lanes_prev(), lanes_adj(), huffman(), rans(), rans_prev(), rans_back(48)];
         let no_copy = |_: u32| -> Result<Stream> { Err(Error::corrupt("no copy")) };
         let env = Env::new(0, &no_copy);
         let mut checked = 0;

@@ -19,7 +19,7 @@ use ops::dict::Dict;
 use ops::entropy::{Huffman, LeafCtx, Rans};
 use ops::fields::Fields;
 use ops::gen::{Arange, Const};
-use ops::lanes::Lanes;
+use ops::lanes::{Lanes, LanesCtx};
 use ops::lz::Zstd;
 use ops::maps::Map;
 use ops::planes::{BitPlanes, BytePlanes};
@@ -475,7 +475,9 @@ impl Node {
             Op::Concat(_) => "concat".to_string(),
             Op::Repeat(_) => "repeat".to_string(),
             Op::Rans(Rans { ctx: LeafCtx::Back(d) }) if *d > 1 => "rans(back)".to_string(),
-            Op::Lanes(Lanes { ctx: crate::coder::lanes::Ctx::Back(_) }) => "lanes(back)".to_string(),
+            Op::Lanes(Lanes { ctx: LanesCtx::Interleaved(crate::coder::lanes::Ctx::Back(_)) }) => {
+                "lanes(back)".to_string()
+            }
             _ => self.head(),
         };
         if self.children.is_empty() {
@@ -566,13 +568,16 @@ pub mod build {
         Node::leaf(Op::Rans(Rans { ctx: LeafCtx::Side(j) }))
     }
     pub fn lanes() -> Node {
-        Node::leaf(Op::Lanes(Lanes { ctx: crate::coder::lanes::Ctx::None }))
+        Node::leaf(Op::Lanes(Lanes::interleaved(crate::coder::lanes::Ctx::None)))
     }
     pub fn lanes_prev() -> Node {
-        Node::leaf(Op::Lanes(Lanes { ctx: crate::coder::lanes::Ctx::Prev }))
+        Node::leaf(Op::Lanes(Lanes::interleaved(crate::coder::lanes::Ctx::Prev)))
     }
     pub fn lanes_back(d: u32) -> Node {
-        Node::leaf(Op::Lanes(Lanes { ctx: crate::coder::lanes::Ctx::Back(d) }))
+        Node::leaf(Op::Lanes(Lanes::interleaved(crate::coder::lanes::Ctx::Back(d))))
+    }
+    pub fn lanes_adj() -> Node {
+        Node::leaf(Op::Lanes(Lanes { ctx: LanesCtx::Adjacent }))
     }
     pub fn huffman() -> Node {
         Node::leaf(Op::Huffman(Huffman))

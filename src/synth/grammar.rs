@@ -10,7 +10,7 @@ use crate::dsl::ops::dict::Dict;
 use crate::dsl::ops::entropy::{Huffman, LeafCtx, Rans};
 use crate::dsl::ops::fields::Fields;
 use crate::dsl::ops::gen::Const;
-use crate::dsl::ops::lanes::Lanes;
+use crate::dsl::ops::lanes::{Lanes, LanesCtx};
 use crate::dsl::ops::lz::Zstd;
 use crate::dsl::ops::maps::Map;
 use crate::dsl::ops::planes::BytePlanes;
@@ -87,7 +87,7 @@ pub fn label_of(op: &Op, t: &TensorCtx) -> String {
             LeafCtx::Ref { .. } => "rans(ref)".into(),
         },
         Op::Huffman(_) => "huffman".into(),
-        Op::Lanes(Lanes { ctx: coder::lanes::Ctx::Back(d) }) => match Some(*d as u64) {
+        Op::Lanes(Lanes { ctx: LanesCtx::Interleaved(coder::lanes::Ctx::Back(d)) }) => match Some(*d as u64) {
             c if c == t.channel => "lanes(back ch)".into(),
             r if r == t.row => "lanes(back row)".into(),
             _ => "lanes(back)".into(),
@@ -155,9 +155,11 @@ pub fn productions(t: &TensorCtx, hole: &HoleView) -> Vec<Production> {
         // The decode-speed leaf, where decode time is priced (it is rarely the smallest, and
         // offering it at the size-only level takes budget from the others).
         if t.decode_weight > 0.0 {
-            push(Op::Lanes(Lanes { ctx: coder::lanes::Ctx::None }));
+            push(Op::Lanes(Lanes::interleaved(coder::lanes::Ctx::None)));
             if n > coder::lanes::LANES {
-                push(Op::Lanes(Lanes { ctx: coder::lanes::Ctx::Prev }));
+                push(Op::Lanes(Lanes::interleaved(coder::lanes::Ctx::Prev)));
+                // The adjacent word, each lane owning a contiguous run.
+                push(Op::Lanes(Lanes { ctx: LanesCtx::Adjacent }));
             }
             // The word one channel or one row back, when it is of the same lane.
             if hole.aligned {
@@ -166,7 +168,7 @@ pub fn productions(t: &TensorCtx, hole: &HoleView) -> Vec<Production> {
                 backs.dedup();
                 for d in backs {
                     if d > lanes && d % lanes == 0 && (d as usize) < n && d <= coder::lanes::MAX_BACK as u64 {
-                        push(Op::Lanes(Lanes { ctx: coder::lanes::Ctx::Back(d as u32) }));
+                        push(Op::Lanes(Lanes::interleaved(coder::lanes::Ctx::Back(d as u32))));
                     }
                 }
             }
@@ -346,7 +348,7 @@ impl Estimate {
             Op::Zstd(_) => (self.lz, self.lz),
             Op::Rans(Rans { ctx: LeafCtx::None })
             | Op::Huffman(_)
-            | Op::Lanes(Lanes { ctx: coder::lanes::Ctx::None }) => (self.order0, self.entropy),
+            | Op::Lanes(Lanes { ctx: LanesCtx::Interleaved(coder::lanes::Ctx::None) }) => (self.order0, self.entropy),
             Op::Rans(_) => (self.order0 * ctx, self.entropy * ctx),
             // Predictions (differences with the previous word, the word above, the reference)
             // can remove almost everything: no optimistic bound short of their overhead.

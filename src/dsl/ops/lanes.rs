@@ -1,43 +1,101 @@
 //! `lanes(ctx)` (id 0x08): the decode-speed entropy leaf over streams of at most 16 bits:
 //! 32 interleaved rANS lanes with small tables (`coder::lanes`), symbol `i` in lane `i % 32`.
 //! Context kinds: `none` (order 0), `prev` (the previous symbol of the same lane, the word 32
-//! positions back) and `back d` (the word `d` positions back, `d` a multiple of 32: the row above
-//! in a matrix with rows of `d` words). Each block (chunk) carries its own tables.
+//! positions back), `back d` (the word `d` positions back, `d` a multiple of 32: the row above
+//! in a matrix with rows of `d` words) and `adj` (format version 4: the adjacent word `i - 1`).
+//! For `adj` each lane owns a contiguous run: the stream's first `32 r` words (`r = n / 32`) are
+//! coded in the order `y[32 t + j] = x[r j + t]` (the last `n - 32 r` words follow as they are)
+//! with the `prev` context, so that the lane's previous symbol is the word before; the decoder
+//! writes the runs back in place. Each block (chunk) carries its own tables.
 
 use super::prelude::*;
 use crate::coder::lanes;
+use std::cell::Cell;
+
+/// How a lanes leaf assigns words to lanes and which word is the context.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LanesCtx {
+    /// Word `i` in lane `i % 32`, with the coder's context (none, prev or back `d`).
+    Interleaved(lanes::Ctx),
+    /// Each lane owns a contiguous run of words; the context is the previous word.
+    Adjacent,
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Lanes {
-    pub ctx: lanes::Ctx,
+    pub ctx: LanesCtx,
+}
+
+thread_local! {
+    /// Symbols in coded order, for [`LanesCtx::Adjacent`].
+    static RUNS: Cell<Vec<u16>> = const { Cell::new(Vec::new()) };
+}
+
+/// The coded order of [`LanesCtx::Adjacent`]: `y[32 t + j] = x[r j + t]`, `r = n / 32`, then
+/// the last `n - 32 r` words.
+fn to_runs(x: &[u16]) -> Vec<u16> {
+    let (n, r) = (x.len(), x.len() / lanes::LANES);
+    let mut y = vec![0u16; n];
+    for (j, run) in x[..lanes::LANES * r].chunks_exact(r.max(1)).enumerate() {
+        for (t, &v) in run.iter().enumerate() {
+            y[lanes::LANES * t + j] = v;
+        }
+    }
+    y[lanes::LANES * r..].copy_from_slice(&x[lanes::LANES * r..]);
+    y
+}
+
+/// The inverse of [`to_runs`], into `x` (as long as `y`), in blocks of 16 steps (1 KiB of `y`)
+/// so that the reads stay in L1 while each lane's 16 words are written together.
+fn from_runs(y: &[u16], x: &mut [u16]) {
+    const T: usize = 16;
+    let (n, r) = (y.len(), y.len() / lanes::LANES);
+    for t0 in (0..r).step_by(T) {
+        let tn = T.min(r - t0);
+        let block = &y[lanes::LANES * t0..lanes::LANES * (t0 + tn)];
+        for j in 0..lanes::LANES {
+            let run = &mut x[r * j + t0..r * j + t0 + tn];
+            for (t, o) in run.iter_mut().enumerate() {
+                *o = block[lanes::LANES * t + j];
+            }
+        }
+    }
+    x[lanes::LANES * r..n].copy_from_slice(&y[lanes::LANES * r..]);
 }
 
 impl Lanes {
     pub const ID: u8 = 0x08;
 
-    /// Context kinds on the wire: 0 none, 1 prev, 2 back (varint `d`).
+    /// The interleaved leaf with coder context `ctx`.
+    pub const fn interleaved(ctx: lanes::Ctx) -> Lanes {
+        Lanes { ctx: LanesCtx::Interleaved(ctx) }
+    }
+
+    /// Context kinds on the wire: 0 none, 1 prev, 2 back (varint `d`), 3 adj.
     pub fn write(&self, out: &mut Vec<u8>) {
         match self.ctx {
-            lanes::Ctx::None => out.push(0),
-            lanes::Ctx::Prev => out.push(1),
-            lanes::Ctx::Back(d) => {
+            LanesCtx::Interleaved(lanes::Ctx::None) => out.push(0),
+            LanesCtx::Interleaved(lanes::Ctx::Prev) => out.push(1),
+            LanesCtx::Interleaved(lanes::Ctx::Back(d)) => {
                 out.push(2);
                 put_varint(out, d as u64);
             }
+            LanesCtx::Adjacent => out.push(3),
         }
     }
 
     pub fn read(r: &mut ByteReader) -> Result<Self> {
         let ctx = match r.u8()? {
-            0 => lanes::Ctx::None,
-            1 => lanes::Ctx::Prev,
+            0 => LanesCtx::Interleaved(lanes::Ctx::None),
+            1 => LanesCtx::Interleaved(lanes::Ctx::Prev),
             2 => {
                 let d = r.varint()?;
                 if d == 0 || d % lanes::LANES as u64 != 0 || d > lanes::MAX_BACK as u64 {
                     return Err(Error::corrupt("lanes: bad context distance"));
                 }
-                lanes::Ctx::Back(d as u32)
+                LanesCtx::Interleaved(lanes::Ctx::Back(d as u32))
             }
+            3 => LanesCtx::Adjacent,
             k => return Err(Error::Unsupported(format!("lanes: unknown context kind {k}"))),
         };
         Ok(Lanes { ctx })
@@ -50,7 +108,10 @@ impl Lanes {
         if x.is_empty() {
             return Ok(());
         }
-        lanes::encode(&x.to_u16(), self.ctx, out)
+        match self.ctx {
+            LanesCtx::Interleaved(ctx) => lanes::encode(&x.to_u16(), ctx, out),
+            LanesCtx::Adjacent => lanes::encode(&to_runs(&x.to_u16()), lanes::Ctx::Prev, out),
+        }
     }
 
     /// Decodes `out.len()` symbols of type `ty` (at most 16 bits) into `out`.
@@ -61,7 +122,19 @@ impl Lanes {
             }
             return Ok(());
         }
-        let used = lanes::decode_ctx(input, self.ctx, out)?;
+        let used = match self.ctx {
+            LanesCtx::Interleaved(ctx) => lanes::decode_ctx(input, ctx, out)?,
+            LanesCtx::Adjacent => {
+                let mut y = RUNS.take();
+                y.resize(out.len(), 0);
+                let used = lanes::decode_ctx(input, lanes::Ctx::Prev, &mut y);
+                if used.is_ok() {
+                    from_runs(&y, out);
+                }
+                RUNS.set(y);
+                used?
+            }
+        };
         if used != input.len() {
             return Err(Error::corrupt("lanes leaf: trailing bytes"));
         }
@@ -78,9 +151,32 @@ impl Lanes {
 impl std::fmt::Display for Lanes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.ctx {
-            lanes::Ctx::None => write!(f, "lanes"),
-            lanes::Ctx::Prev => write!(f, "lanes(prev)"),
-            lanes::Ctx::Back(d) => write!(f, "lanes(back {d})"),
+            LanesCtx::Interleaved(lanes::Ctx::None) => write!(f, "lanes"),
+            LanesCtx::Interleaved(lanes::Ctx::Prev) => write!(f, "lanes(prev)"),
+            LanesCtx::Interleaved(lanes::Ctx::Back(d)) => write!(f, "lanes(back {d})"),
+            LanesCtx::Adjacent => write!(f, "lanes(adj)"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The coded order is a permutation that [`from_runs`] inverts, for every length around
+    /// the multiples of 32 and of the block of 16 steps.
+    #[test]
+    fn runs_invert() {
+        for n in [1usize, 2, 31, 32, 33, 63, 64, 65, 511, 512, 513, 32 * 16 * 3 + 7, 100_000] {
+            let x: Vec<u16> = (0..n).map(|i| (i * 7919 % 65_521) as u16).collect();
+            let y = to_runs(&x);
+            let r = n / 32;
+            for (i, &v) in x.iter().enumerate().take(32 * r) {
+                assert_eq!(y[32 * (i % r) + i / r], v, "n {n} i {i}");
+            }
+            let mut back = vec![0u16; n];
+            from_runs(&y, &mut back);
+            assert_eq!(back, x, "n {n}");
         }
     }
 }
