@@ -1,5 +1,6 @@
-//! Tensors as the compressor sees them: dtypes and the tolerant safetensors layout.
+//! Tensors as the compressor sees them: dtypes and the tolerant safetensors and GGUF layouts.
 
+pub mod gguf;
 pub mod safetensors;
 
 /// A safetensors dtype. Unknown dtype strings are kept and coded as bytes.
