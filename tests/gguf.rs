@@ -341,3 +341,30 @@ fn inspect_shows_ggml_types() {
     }
     run(&["verify", "m.gguf.brv", "m.gguf"]);
 }
+
+/// Compressing a file reads the GGUF header in growing windows; a header larger than the memory
+/// limit leaves the file a byte stream (still restored exactly), one within it is parsed.
+#[test]
+fn a_header_beyond_the_memory_limit_leaves_the_file_as_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut m = model(3, 32);
+    let tokens = (0..20000).map(|i| Value::Str(format!("token{i}"))).collect();
+    m.kv.push(("tokenizer.ggml.tokens.big".into(), Value::Array(8, tokens)));
+    let f = m.bytes();
+    assert!(m.data_start() > 256 << 10);
+    let path = dir.path().join("m.gguf");
+    std::fs::write(&path, &f).unwrap();
+    for (limit, parsed) in [(128u64 << 10, false), (64 << 20, true)] {
+        let opts = brevis::Options { memory_limit: limit, threads: 1, ..Default::default() };
+        let (brv, back) = (dir.path().join("m.brv"), dir.path().join("m.out"));
+        brevis::compress_file(&std::fs::File::open(&path).unwrap(), &mut std::fs::File::create(&brv).unwrap(), &opts)
+            .unwrap();
+        let dopts = brevis::DecodeOptions { memory_limit: limit, threads: 1, ..Default::default() };
+        let out = &mut std::fs::File::create(&back).unwrap();
+        brevis::decompress_file(&std::fs::File::open(&brv).unwrap(), out, &dopts).unwrap();
+        assert!(std::fs::read(&back).unwrap() == f, "limit {limit}: the file came back changed");
+        let a = std::fs::read(&brv).unwrap();
+        let found = brevis::Archive::open(&a).unwrap().find("token_embd.weight").is_some();
+        assert_eq!(found, parsed, "limit {limit}");
+    }
+}
