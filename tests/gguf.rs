@@ -368,3 +368,27 @@ fn a_header_beyond_the_memory_limit_leaves_the_file_as_bytes() {
         assert_eq!(found, parsed, "limit {limit}");
     }
 }
+
+/// A GGUF file as the reference of another GGUF file (a fine-tune of it): its tensors are found
+/// by name, and an unchanged tensor is coded against its base.
+#[test]
+fn a_gguf_file_serves_as_a_reference() {
+    let base = model(3, 32);
+    let mut new = base.clone();
+    let up = new.tensors.iter_mut().find(|t| t.name == "blk.0.ffn_up.weight").unwrap();
+    for (k, b) in up.data.iter_mut().enumerate() {
+        // A fine-tune: the low mantissa byte of every tenth weight nudged.
+        if k % 40 == 0 {
+            *b ^= 1;
+        }
+    }
+    let (base, new) = (base.bytes(), new.bytes());
+    let a = brevis::compress_with_ref(&new, &base, &brevis::Options::default()).unwrap();
+    let back = brevis::decompress_with_ref(&a, &base, &brevis::DecodeOptions::default()).unwrap();
+    assert!(back == new);
+    let arch = brevis::Archive::open(&a).unwrap();
+    let refs: Vec<&str> =
+        arch.index().tensors.iter().filter_map(|t| t.reference.as_ref().map(|r| r.name.as_str())).collect();
+    assert!(refs.contains(&"token_embd.weight") && refs.contains(&"blk.0.ffn_up.weight"), "{refs:?}");
+    assert!(a.len() < 2048, "{} bytes against a base of {}", a.len(), base.len());
+}
