@@ -5,12 +5,13 @@
 
 use crate::container::{FileRef, Index};
 use crate::error::{Error, Result};
-use crate::tensor::safetensors::{layout, TensorSpan};
+use crate::tensor::layout;
+use crate::tensor::safetensors::TensorSpan;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use xxhash_rust::xxh3::{xxh3_128, xxh3_64};
 
-/// A reference checkpoint: the original bytes of a safetensors file (given directly, or
+/// A reference checkpoint: the original bytes of a safetensors or GGUF file (given directly, or
 /// decoded from a Brevis archive) and its tensors by name.
 pub struct Reference<'a> {
     bytes: Cow<'a, [u8]>,
@@ -19,7 +20,7 @@ pub struct Reference<'a> {
 }
 
 impl<'a> Reference<'a> {
-    /// Accepts a safetensors file or a Brevis archive of one.
+    /// Accepts a safetensors or GGUF file, or a Brevis archive of one.
     pub fn new(file: &'a [u8]) -> Result<Reference<'a>> {
         let bytes: Cow<'a, [u8]> = if file.starts_with(&crate::container::MAGIC) {
             Cow::Owned(crate::decompress(file).map_err(|e| Error::invalid(format!("reference archive: {e}")))?)

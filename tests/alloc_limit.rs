@@ -1,7 +1,9 @@
 //! Forged sizes against the memory limit, proven by counting allocations: every length or count
 //! field of a small archive is forged to huge values, and decoding under a memory limit must fail
 //! with an error without ever requesting one allocation larger than the limit. A decompression
-//! bomb (a tiny archive of a large original) is refused before its output is allocated.
+//! bomb (a tiny archive of a large original) is refused before its output is allocated. The
+//! GGUF parser that compression runs allocates nothing beyond a small multiple of the file's size
+//! whatever its header's counts and lengths say.
 //!
 //! A `#[global_allocator]` is per binary, so this file is its own test binary; its tests take a
 //! lock so that only one measures at a time.
@@ -637,4 +639,30 @@ fn a_decompression_bomb_is_refused_before_its_output_is_allocated() {
     });
     assert_eq!(r.unwrap().len(), 48 << 20);
     assert!(u.largest >= 48 << 20, "{u:?}");
+}
+
+/// Compression parses GGUF headers: every field of a small GGUF file (written by the reference
+/// writer) forged to huge counts and lengths, at every byte offset of its header, costs no
+/// allocation beyond a small multiple of the file's size.
+#[test]
+fn forged_gguf_header_numbers_allocate_nothing_beyond_the_file() {
+    let _g = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    let f = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/fuzz/seeds/gguf/small_v3.gguf")).unwrap();
+    let l = brevis::tensor::gguf::layout_from_prefix(&f, f.len() as u64).unwrap();
+    assert_eq!(l.spans.len(), 3);
+    let mut worst = Usage { largest: 0, peak: 0 };
+    let mut refused = 0;
+    for at in 0..l.data_start as usize {
+        for (v, width) in [(u64::MAX, 8), (1 << 40, 8), (f.len() as u64, 8), (u32::MAX as u64, 4)] {
+            let mut g = f.clone();
+            let end = (at + width).min(g.len());
+            g[at..end].copy_from_slice(&v.to_le_bytes()[..end - at]);
+            let (r, u) = measure(|| brevis::tensor::gguf::layout(&g));
+            refused += r.is_err() as usize;
+            worst = worse(worst, u);
+        }
+    }
+    assert!(worst.largest <= 4 * f.len() && worst.peak <= 16 * f.len(), "{worst:?} for a file of {} bytes", f.len());
+    assert!(refused > 2 * l.data_start as usize, "{refused} of {} forged headers refused", 4 * l.data_start);
+    eprintln!("{} GGUF fields forged, {refused} refused; worst: {worst:?}", 4 * l.data_start);
 }

@@ -69,3 +69,51 @@ fn corpus_round_trips_and_beats_the_best_tool() {
         assert!(total <= 76.5, "corpus total {total:.2}% is above 76.5%");
     }
 }
+
+/// The GGUF development set (`../shared/corpus/fetch_gguf.py`: the real SmolLM2 Q4_1 file and
+/// MiniLM written by the reference writer in F32, F16, BF16 and five quantized types): every
+/// file round-trips and is smaller than `zstd -3`; the float files come within 0.2 points of the
+/// same weights in safetensors form (issue 15), MiniLM BF16 at most 65.85%.
+#[test]
+fn gguf_corpus_round_trips_and_floats_match_safetensors() {
+    let Some(dir) = corpus_dir() else {
+        return skip("no development corpus (set BREVIS_CORPUS or build it with ../shared/corpus/fetch_corpus.py)");
+    };
+    let gguf = dir.join("gguf");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&gguf)
+        .map(|d| d.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "gguf")).collect())
+        .unwrap_or_default();
+    files.sort();
+    if files.is_empty() {
+        return skip(&format!("no GGUF files in {} (build them with ../shared/corpus/fetch_gguf.py)", gguf.display()));
+    }
+    let pct = |f: &Path| {
+        let data = std::fs::read(f).unwrap();
+        let archive = brevis::compress(&data, &brevis::Options::default()).unwrap();
+        assert!(brevis::decompress(&archive).unwrap() == data, "{}: round trip differs", f.display());
+        let z = zstd::bulk::compress(&data, 3).unwrap().len();
+        (100.0 * archive.len() as f64 / data.len() as f64, 100.0 * z as f64 / data.len() as f64)
+    };
+    let mut floats = 0;
+    for f in &files {
+        let name = f.file_name().unwrap().to_string_lossy().to_string();
+        let (p, z) = pct(f);
+        let twin = match name.as_str() {
+            "minilm_bf16.gguf" => Some("derived/all-MiniLM-L6-v2_bf16.safetensors"),
+            "minilm_f16.gguf" => Some("derived/all-MiniLM-L6-v2_fp16.safetensors"),
+            "minilm_f32.gguf" => Some("language/all-MiniLM-L6-v2.safetensors"),
+            _ => None,
+        };
+        let st = twin.map(|t| dir.join(t)).filter(|t| t.is_file()).map(|t| pct(&t).0);
+        eprintln!("{name:<40} {p:6.2}%  zstd -3 {z:6.2}%  safetensors {st:?}");
+        assert!(p < z, "{name}: {p:.2}% is not below zstd -3's {z:.2}%");
+        if let Some(s) = st {
+            assert!(p <= s + 0.2, "{name}: {p:.2}% against {s:.2}% for the same weights in safetensors");
+            floats += 1;
+        }
+        if name == "minilm_bf16.gguf" {
+            assert!(p <= 65.85, "{name}: {p:.2}%");
+        }
+    }
+    assert!(floats == 3 || files.len() < 9, "{floats} float GGUF files compared with safetensors");
+}

@@ -1,12 +1,12 @@
-//! The plan: what to compress, in file order. Tensors come from the safetensors header; byte
-//! regions between them that are too long for the residue (and the whole file when it is not
-//! safetensors) become byte-stream jobs.
+//! The plan: what to compress, in file order. Tensors come from the safetensors header or the
+//! GGUF tensor infos; byte regions between them that are too long for the residue (and the whole
+//! file when it is neither) become byte-stream jobs.
 
 use crate::error::{Error, Result};
 use crate::reference::Reference;
 use crate::source::{self, Bytes, Source};
 use crate::synth::TensorView;
-use crate::tensor::{safetensors, DType};
+use crate::tensor::{gguf, safetensors, DType};
 
 /// Gaps between tensors and trailing data up to this size stay in the residue (kept in the
 /// index's zstd frame); longer ones are coded as byte streams.
@@ -27,7 +27,8 @@ pub(crate) struct Job<'a> {
     pub bytes: Bytes<'a>,
     /// The matching tensor of the reference: its name and bytes.
     pub reference: Option<(String, Bytes<'a>)>,
-    /// Described by the safetensors header (not a byte region between tensors).
+    /// Described by the safetensors header kept in the residue (not a GGUF tensor, which the
+    /// index describes itself, nor a byte region between tensors).
     pub from_header: bool,
 }
 
@@ -60,7 +61,7 @@ impl<'a> Job<'a> {
 
 /// The tensors of `input` and the long byte regions between them, in file order.
 pub(crate) fn plan<'a>(input: Source<'a>, refs: Option<&'a Reference>, memory_limit: u64) -> Result<Vec<Job<'a>>> {
-    let (spans, header_end) = layout_of(input, memory_limit)?;
+    let Layout { spans, header_end, from_header } = layout_of(input, memory_limit)?;
     let content = refs.map(|r| r.content_index());
     let mut jobs: Vec<Job> = Vec::with_capacity(spans.len() + 1);
     // Bytes outside tensors go to the residue, except long gaps and trailing data (or a whole
@@ -71,8 +72,8 @@ pub(crate) fn plan<'a>(input: Source<'a>, refs: Option<&'a Reference>, memory_li
         }
         Ok(())
     };
-    // The length prefix and JSON header always stay in the residue: the index describes the
-    // header's tensors by reference to it.
+    // A safetensors length prefix and JSON header always stay in the residue: the index
+    // describes the header's tensors by reference to it. A GGUF header is a region like the gaps.
     let mut pos = if spans.is_empty() { 0 } else { header_end };
     for s in &spans {
         gap(&mut jobs, pos, s.start)?;
@@ -89,7 +90,7 @@ pub(crate) fn plan<'a>(input: Source<'a>, refs: Option<&'a Reference>, memory_li
             dtype: s.dtype.clone(),
             shape: s.shape.clone(),
             reference,
-            from_header: true,
+            from_header,
         });
         pos = s.end;
     }
@@ -117,11 +118,48 @@ fn matching<'a>(
         .and_then(|name| r.tensor(name).map(|(_, b)| (name.clone(), Bytes::from(b)))))
 }
 
+/// The tensors of the input and how the index describes them.
+struct Layout {
+    /// Sorted by offset, not overlapping; empty when the input is neither format.
+    spans: Vec<safetensors::TensorSpan>,
+    /// The bytes before this always stay in the residue.
+    header_end: u64,
+    /// The index describes the tensors by reference to the header in the residue.
+    from_header: bool,
+}
+
+/// The tensors of a GGUF file or a safetensors file (empty when it is neither, or not a
+/// consistent one), read from its header only.
+fn layout_of(input: Source, memory_limit: u64) -> Result<Layout> {
+    if input.len() >= 4 && input.read(0, 4)?[..] == gguf::MAGIC[..] {
+        // A safetensors file cannot start so: its header would be 1.2 GB long.
+        let spans = gguf_layout_of(input, memory_limit)?;
+        return Ok(Layout { spans, header_end: 0, from_header: false });
+    }
+    let (spans, header_end) = safetensors_layout_of(input, memory_limit)?;
+    Ok(Layout { spans, header_end, from_header: true })
+}
+
+/// The tensor spans of a GGUF file, read from a prefix that grows until the header fits
+/// (empty when it is not consistent GGUF, or its header needs more than `memory_limit`).
+fn gguf_layout_of(input: Source, memory_limit: u64) -> Result<Vec<safetensors::TensorSpan>> {
+    let cap = input.len().min(memory_limit.max(1 << 16));
+    let mut want = cap.min(1 << 16);
+    loop {
+        let prefix = input.read(0, want as usize)?;
+        match gguf::layout_from_prefix(&prefix, input.len()) {
+            Ok(l) => return Ok(l.spans),
+            Err(gguf::Stop::Short) if want < cap => want = cap.min(want.saturating_mul(4)),
+            Err(_) => return Ok(Vec::new()),
+        }
+    }
+}
+
 /// The tensor spans of a safetensors file, read from its length prefix and JSON header only
 /// (empty when it is not a consistent safetensors file). A header larger than `memory_limit`
 /// is an error, unless it is clearly not JSON (then the file is a byte stream, as it would be
 /// anyway).
-fn layout_of(input: Source, memory_limit: u64) -> Result<(Vec<safetensors::TensorSpan>, u64)> {
+fn safetensors_layout_of(input: Source, memory_limit: u64) -> Result<(Vec<safetensors::TensorSpan>, u64)> {
     let len = input.len();
     if len < 8 {
         return Ok((Vec::new(), 0));

@@ -1,6 +1,17 @@
-//! Tensors as the compressor sees them: dtypes and the tolerant safetensors layout.
+//! Tensors as the compressor sees them: dtypes and the tolerant safetensors and GGUF layouts.
 
+pub mod gguf;
 pub mod safetensors;
+
+/// The tensor spans of a GGUF file (it starts with `GGUF`) or else of a safetensors file, sorted
+/// by offset; or why the file is not a consistent one.
+pub fn layout(file: &[u8]) -> Result<Vec<safetensors::TensorSpan>, String> {
+    if file.starts_with(gguf::MAGIC) {
+        gguf::layout(file)
+    } else {
+        safetensors::layout(file)
+    }
+}
 
 /// A safetensors dtype. Unknown dtype strings are kept and coded as bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,8 +1,10 @@
 //! Shared by every integration test crate (`mod support;`): `st` builds safetensors files and test
-//! data (also included by the unit tests of src/ffi/codec.rs), `tools` finds the built libraries
-//! and runs outside programs, and `skip` marks a test that cannot run here.
+//! data (also included by the unit tests of src/ffi/codec.rs), `gguf` builds GGUF files, `tools`
+//! finds the built libraries and runs outside programs, and `skip` marks a test that cannot run
+//! here.
 #![allow(dead_code)]
 
+pub mod gguf;
 pub mod st;
 pub mod tools;
 
