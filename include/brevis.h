@@ -161,7 +161,8 @@ typedef struct {
     const char *name;
     size_t name_len;
     /**
-     * The safetensors dtype string ("F32", "BF16", ...), NUL-terminated.
+     * The dtype string, NUL-terminated: the safetensors dtype ("F32", "BF16", ...); for a GGUF
+     * tensor of a quantized or unknown ggml type, its ggml type name ("Q4_1", "GGML_TYPE_<id>").
      */
     const char *dtype;
     /**

@@ -28,7 +28,8 @@ pub struct brevis_tensor_info {
     /// appear as tensors with an empty name and an empty dtype.
     pub name: *const c_char,
     pub name_len: usize,
-    /// The safetensors dtype string ("F32", "BF16", ...), NUL-terminated.
+    /// The dtype string, NUL-terminated: the safetensors dtype ("F32", "BF16", ...); for a GGUF
+    /// tensor of a quantized or unknown ggml type, its ggml type name ("Q4_1", "GGML_TYPE_<id>").
     pub dtype: *const c_char,
     /// Number of dimensions, and the `ndim` dimensions (NULL when `ndim` is 0).
     pub ndim: usize,
