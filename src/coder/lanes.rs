@@ -38,9 +38,14 @@
 //! Decoders: a scalar one (32 lanes unrolled, branch-free refills) and an AVX2 one (four vectors of
 //! eight lanes; table lookups are eight scalar loads, which measured as fast as `vpgatherdd` on Zen
 //! 5 and avoid its slow microcode on Zen 2/3; refill words are expanded with one `vpermd` from a
-//! 2 KiB table indexed by the refill mask). Both give identical results, errors included. On Zen 5
-//! at 2^19 bf16 head symbols: AVX2 about 1.9 G symbols/s, scalar about 0.6 G/s, encoder 0.4 G/s
-//! (`cargo bench --bench lanes`).
+//! 2 KiB table indexed by the refill mask); at the AVX-512 level the same decoder refills through
+//! AVX-512 VL (the compare into a mask register, `vpexpandd` of the next eight words under it, a
+//! masked or). All give identical results, errors included. The SIMD decoders are bound by the
+//! latency of each lane's chain (table lookup, multiply, refill) rather than by their instruction
+//! count, so the shorter refill chain is what counts: two vectors of sixteen lanes (with
+//! `vpgatherdd` or scalar loads, and one `vpexpandw` per step) measured no faster than AVX2 on
+//! Zen 5. On Zen 5 at 2^19 bf16 head symbols: AVX-512 VL about 1.95 G symbols/s, AVX2 about
+//! 1.7 G/s, scalar about 0.55 G/s, encoder 0.4 G/s (`cargo bench --bench lanes`).
 //!
 //! # Wire form
 //!
@@ -1575,7 +1580,7 @@ fn scalar_entry<const MAPPED: bool, const ESC: bool, const CTX: u8>(
     scalar_run::<MAPPED, ESC, CTX>(t, inp, esc, st, out, 0)
 }
 
-/// The AVX-512 decoder (`AVX512`) or the AVX2 one on whole steps, then the scalar one.
+/// The AVX2 decoder, with AVX-512 VL refills when `AVX512`, on whole steps; then the scalar one.
 #[cfg(target_arch = "x86_64")]
 fn simd_entry<const MAPPED: bool, const ESC: bool, const CTX: u8, const AVX512: bool>(
     t: &Tables,
@@ -1584,14 +1589,13 @@ fn simd_entry<const MAPPED: bool, const ESC: bool, const CTX: u8, const AVX512: 
     st: &mut Lanes,
     out: &mut [u16],
 ) -> Result<()> {
-    // SAFETY: `run` calls this with `AVX512` only at the AVX-512 level, which has AVX-512 F, BW,
-    // VL and VBMI2, AVX2, BMI2 and POPCNT; without it only when AVX2, BMI2 and POPCNT were
-    // detected.
+    // SAFETY: `run` calls this with `AVX512` only at the AVX-512 level, which has AVX-512 F, BW
+    // and VL, AVX2, BMI2 and POPCNT; without it only when AVX2, BMI2 and POPCNT were detected.
     let done = unsafe {
         if out.len() < LANES || st.pos + LANES > inp.nwords {
             0
         } else if AVX512 {
-            avx512::run::<MAPPED, ESC, CTX>(t, inp, esc, st, out)?
+            avx2::run_vl::<MAPPED, ESC, CTX>(t, inp, esc, st, out)?
         } else {
             avx2::run::<MAPPED, ESC, CTX>(t, inp, esc, st, out)?
         }
@@ -1700,6 +1704,36 @@ mod avx2 {
         st: &mut Lanes,
         out: &mut [u16],
     ) -> Result<usize> {
+        body::<MAPPED, ESC, CTX, false>(t, inp, esc, st, out)
+    }
+
+    /// [`run`] with AVX-512 VL refills: the compare gives a mask register, `vpexpandd` puts the
+    /// next eight words under it and a masked or merges them, a shorter dependency chain than
+    /// `movemask`, the permutation table, `vpermd` and a blend (10-17% faster on Zen 5).
+    #[target_feature(enable = "avx512f,avx512vl,avx2,bmi2,popcnt")]
+    pub(super) unsafe fn run_vl<const MAPPED: bool, const ESC: bool, const CTX: u8>(
+        t: &Tables,
+        inp: &Input,
+        esc: &mut EscReader,
+        st: &mut Lanes,
+        out: &mut [u16],
+    ) -> Result<usize> {
+        body::<MAPPED, ESC, CTX, true>(t, inp, esc, st, out)
+    }
+
+    /// The decoder of [`run`] and [`run_vl`] (`VL`), inlined into each with its target features.
+    ///
+    /// # Safety
+    /// AVX2, BMI2 and POPCNT are available, and AVX-512 F and VL when `VL`.
+    #[inline(always)]
+    unsafe fn body<const MAPPED: bool, const ESC: bool, const CTX: u8, const VL: bool>(
+        t: &Tables,
+        inp: &Input,
+        esc: &mut EscReader,
+        st: &mut Lanes,
+        out: &mut [u16],
+    ) -> Result<usize> {
+        let low = _mm256_set1_epi32(L as i32);
         let n = out.len();
         let nwords = inp.nwords;
         let mut pos = st.pos;
@@ -1756,16 +1790,24 @@ mod avx2 {
                 let bias = _mm256_and_si256(_mm256_srli_epi32::<12>(e), m12);
                 idx[g] = _mm256_srli_epi32::<24>(e);
                 let y = _mm256_add_epi32(_mm256_mullo_epi32(f, _mm256_srl_epi32(x[g], pcnt)), bias);
-                let need = _mm256_cmpeq_epi32(_mm256_srli_epi32::<16>(y), zero);
-                let m = _mm256_movemask_ps(_mm256_castsi256_ps(need)) as usize;
                 debug_assert!(pos + 8 <= nwords);
                 // SAFETY: `pos + 8 <= nwords`: the step started with 32 words left and takes at
                 // most 8 per group.
                 let w = _mm256_cvtepu16_epi32(_mm_loadu_si128(wp.add(2 * pos) as *const __m128i));
-                let perm = _mm256_cvtepu8_epi32(_mm_loadl_epi64(PERM.as_ptr().add(m) as *const __m128i));
-                let w = _mm256_permutevar8x32_epi32(w, perm);
-                x[g] = _mm256_blendv_epi8(y, _mm256_or_si256(_mm256_slli_epi32::<16>(y), w), need);
-                pos += (m as u32).count_ones() as usize;
+                if VL {
+                    // AVX-512 VL: the refill mask in a mask register, the words expanded into it.
+                    let need = _mm256_cmplt_epu32_mask(y, low);
+                    let w = _mm256_maskz_expand_epi32(need, w);
+                    x[g] = _mm256_mask_or_epi32(y, need, _mm256_slli_epi32::<16>(y), w);
+                    pos += need.count_ones() as usize;
+                } else {
+                    let need = _mm256_cmpeq_epi32(_mm256_srli_epi32::<16>(y), zero);
+                    let m = _mm256_movemask_ps(_mm256_castsi256_ps(need)) as usize;
+                    let perm = _mm256_cvtepu8_epi32(_mm_loadl_epi64(PERM.as_ptr().add(m) as *const __m128i));
+                    let w = _mm256_permutevar8x32_epi32(w, perm);
+                    x[g] = _mm256_blendv_epi8(y, _mm256_or_si256(_mm256_slli_epi32::<16>(y), w), need);
+                    pos += (m as u32).count_ones() as usize;
+                }
                 if CTX == CTX_PREV {
                     pv[g] = idx[g];
                 }
@@ -1790,214 +1832,6 @@ mod avx2 {
             _mm256_storeu_si256(p.as_mut_ptr() as *mut __m256i, pv[g]);
             for (d, &v) in st.prev[8 * g..8 * g + 8].iter_mut().zip(&p) {
                 *d = v as u8;
-            }
-        }
-        st.pos = pos;
-        Ok(i)
-    }
-}
-
-/// The AVX-512 decoder: two vectors of sixteen lanes. A step's refill compares each vector into a
-/// mask, expands the next 32 words into the lanes that need one with a single `vpexpandw` over
-/// both masks (so the second vector does not wait for the popcount of the first), zero-extends
-/// them per vector, and advances by the popcount of both masks.
-#[cfg(target_arch = "x86_64")]
-mod avx512 {
-    use super::*;
-    use std::arch::x86_64::*;
-
-    /// Sixteen table entries from sixteen scalar loads (a little faster than `vpgatherdd` on
-    /// Zen 5).
-    ///
-    /// Safety: every index of `idx` is within the table at `base`.
-    #[inline(always)]
-    unsafe fn gather(base: *const u32, idx: __m512i) -> __m512i {
-        let g = |q: __m128i| {
-            let a = _mm_cvtsi128_si64(q) as u64;
-            let b = _mm_extract_epi64::<1>(q) as u64;
-            let l = |i: u64| *base.add(i as u32 as usize) as i32;
-            _mm_setr_epi32(l(a), l(a >> 32), l(b), l(b >> 32))
-        };
-        let q0 = g(_mm512_castsi512_si128(idx));
-        let q1 = g(_mm512_extracti32x4_epi32::<1>(idx));
-        let q2 = g(_mm512_extracti32x4_epi32::<2>(idx));
-        let q3 = g(_mm512_extracti32x4_epi32::<3>(idx));
-        let lo = _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(q0), q1);
-        let hi = _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(q2), q3);
-        _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi)
-    }
-
-    /// Loop invariants of a block.
-    struct Consts {
-        mask: __m512i,
-        pcnt: __m128i,
-        m12: __m512i,
-        one: __m512i,
-        low: __m512i,
-        total: __m512i,
-        esc: __m512i,
-        base: __m256i,
-        /// Class thresholds in index space (`nthr` of them).
-        thr: [__m512i; MAX_CLASSES - 1],
-        nthr: usize,
-    }
-
-    /// Table lookups of one group of sixteen lanes: the states before their refill, the lanes that
-    /// need a word, and the indices. `pv`: the lanes' context indices (unused for `CTX_NONE`).
-    ///
-    /// Safety: AVX-512 F is available; every slot is within `tab` (the class offsets from `pv`
-    /// stay below `classes << prec`).
-    #[inline(always)]
-    unsafe fn lookup<const CTX: u8>(
-        c: &Consts,
-        tab: *const u32,
-        x: __m512i,
-        pv: __m512i,
-    ) -> (__m512i, __mmask16, __m512i) {
-        let mut slot = _mm512_and_si512(x, c.mask);
-        if CTX != CTX_NONE {
-            for th in &c.thr[..c.nthr] {
-                slot = _mm512_mask_add_epi32(slot, _mm512_cmpge_epu32_mask(pv, *th), slot, c.total);
-            }
-        }
-        // SAFETY: by the caller, every slot is within the table.
-        let e = unsafe { gather(tab, slot) };
-        let f = _mm512_add_epi32(_mm512_and_si512(e, c.m12), c.one);
-        let bias = _mm512_and_si512(_mm512_srli_epi32::<12>(e), c.m12);
-        let y = _mm512_add_epi32(_mm512_mullo_epi32(f, _mm512_srl_epi32(x, c.pcnt)), bias);
-        (y, _mm512_cmplt_epu32_mask(y, c.low), _mm512_srli_epi32::<24>(e))
-    }
-
-    /// Writes sixteen symbols into `out` (exactly 16 long) from their indices (through `map`, or
-    /// plus the base), then the escaped ones from `esc`.
-    ///
-    /// Safety: AVX-512 F is available; indices are below 256 (the size of `map` when `MAPPED`).
-    #[inline(always)]
-    unsafe fn store<const MAPPED: bool, const ESC: bool>(
-        c: &Consts,
-        idx: __m512i,
-        map: *const u32,
-        out: &mut [u16],
-        esc: &mut EscReader,
-    ) -> Result<()> {
-        debug_assert!(out.len() == 16);
-        let v = if MAPPED {
-            // SAFETY: indices are below 256, the size of `map`.
-            _mm512_cvtepi32_epi16(unsafe { gather(map, idx) })
-        } else {
-            _mm256_add_epi16(_mm512_cvtepi32_epi16(idx), c.base)
-        };
-        // SAFETY: `out` holds 16 words.
-        unsafe { _mm256_storeu_si256(out.as_mut_ptr() as *mut __m256i, v) };
-        if ESC {
-            let mut m = _mm512_cmpeq_epi32_mask(idx, c.esc);
-            while m != 0 {
-                out[m.trailing_zeros() as usize] = esc.next()?;
-                m &= m - 1;
-            }
-        }
-        Ok(())
-    }
-
-    /// Decodes whole steps while at least 32 words remain (a step takes at most 32, and a step
-    /// loads 32); returns the next symbol index. The caller checked that `out` and the words hold
-    /// one step.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vbmi2,avx2,bmi2,popcnt")]
-    pub(super) unsafe fn run<const MAPPED: bool, const ESC: bool, const CTX: u8>(
-        t: &Tables,
-        inp: &Input,
-        esc: &mut EscReader,
-        st: &mut Lanes,
-        out: &mut [u16],
-    ) -> Result<usize> {
-        let n = out.len();
-        let nwords = inp.nwords;
-        let mut pos = st.pos;
-        let mut i = 0usize;
-        let mut c = Consts {
-            mask: _mm512_set1_epi32(((1u32 << t.prec) - 1) as i32),
-            pcnt: _mm_cvtsi32_si128(t.prec as i32),
-            m12: _mm512_set1_epi32(0xFFF),
-            one: _mm512_set1_epi32(1),
-            low: _mm512_set1_epi32(L as i32),
-            total: _mm512_set1_epi32(1 << t.prec),
-            esc: _mm512_set1_epi32(t.esc_idx as i32),
-            base: _mm256_set1_epi16(t.base as i16),
-            thr: [_mm512_set1_epi32(i32::MAX); MAX_CLASSES - 1],
-            nthr: t.idx_thresholds.len(),
-        };
-        debug_assert!(c.nthr < MAX_CLASSES);
-        for (v, &th) in c.thr.iter_mut().zip(&t.idx_thresholds) {
-            *v = _mm512_set1_epi32(th as i32);
-        }
-        let tab = t.tab.as_ptr();
-        let map = t.map.as_ptr();
-        let wp = inp.words.as_ptr();
-        let mut x = [_mm512_setzero_si512(); 2];
-        let mut pv = [_mm512_setzero_si512(); 2];
-        for g in 0..2 {
-            // SAFETY: `st.x` and `st.prev` hold 32 lanes.
-            unsafe {
-                x[g] = _mm512_loadu_si512(st.x.as_ptr().add(16 * g) as *const _);
-                pv[g] = _mm512_cvtepu8_epi32(_mm_loadu_si128(st.prev.as_ptr().add(16 * g) as *const __m128i));
-            }
-        }
-        // `CTX_BACK`: the ring of context indices, and the row of the current step (`i` is 0).
-        let ring = st.ring.as_mut_ptr();
-        let ring_len = st.ring.len();
-        let mut row = 0usize;
-        while i + LANES <= n && pos + LANES <= nwords {
-            debug_assert!(CTX != CTX_BACK || row + LANES <= ring_len);
-            let mut idx = [_mm512_setzero_si512(); 2];
-            let mut y = [_mm512_setzero_si512(); 2];
-            let mut need = [0 as __mmask16; 2];
-            for g in 0..2 {
-                if CTX == CTX_BACK {
-                    // SAFETY: `row + 32 <= ring.len()`.
-                    pv[g] = _mm512_cvtepu8_epi32(unsafe { _mm_loadu_si128(ring.add(row + 16 * g) as *const __m128i) });
-                }
-                // SAFETY: every slot is below `classes << prec` = `tab.len()` (see `scalar_run`).
-                (y[g], need[g], idx[g]) = unsafe { lookup::<CTX>(&c, tab, x[g], pv[g]) };
-            }
-            // The step's refill: the next 32 words expanded into the 16-bit halves of the lanes
-            // that need one, then zero-extended per group.
-            let need32 = _mm512_kunpackw(need[1] as u32, need[0] as u32);
-            debug_assert!(pos + 32 <= nwords);
-            // SAFETY: `pos + 32 <= nwords`.
-            let w = unsafe { _mm512_loadu_si512(wp.add(2 * pos) as *const _) };
-            let e = _mm512_maskz_expand_epi16(need32, w);
-            let z = [
-                _mm512_cvtepu16_epi32(_mm512_castsi512_si256(e)),
-                _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64::<1>(e)),
-            ];
-            pos += need32.count_ones() as usize;
-            for g in 0..2 {
-                x[g] = _mm512_mask_or_epi32(y[g], need[g], _mm512_slli_epi32::<16>(y[g]), z[g]);
-                match CTX {
-                    CTX_PREV => pv[g] = idx[g],
-                    // SAFETY: as for the load above.
-                    CTX_BACK => unsafe {
-                        _mm_storeu_si128(ring.add(row + 16 * g) as *mut __m128i, _mm512_cvtepi32_epi8(idx[g]))
-                    },
-                    _ => {}
-                }
-                debug_assert!(i + LANES <= n);
-                // SAFETY: symbols `i..i + 32` are in `out`; indices are below 256.
-                unsafe { store::<MAPPED, ESC>(&c, idx[g], map, &mut out[i + 16 * g..i + 16 * g + 16], esc)? };
-            }
-            if CTX == CTX_BACK {
-                row += LANES;
-                if row == ring_len {
-                    row = 0;
-                }
-            }
-            i += LANES;
-        }
-        for g in 0..2 {
-            // SAFETY: `st.x` and `st.prev` hold 32 lanes.
-            unsafe {
-                _mm512_storeu_si512(st.x.as_mut_ptr().add(16 * g) as *mut _, x[g]);
-                _mm_storeu_si128(st.prev.as_mut_ptr().add(16 * g) as *mut __m128i, _mm512_cvtepi32_epi8(pv[g]));
             }
         }
         st.pos = pos;

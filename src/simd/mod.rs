@@ -12,8 +12,8 @@
 //!   (AVX2 level: sixteen 16-bit words per iteration for bf16/fp16).
 //! * [`merge_planes`]: `(hi << shift) | lo`, the inverse of two byte planes.
 //!
-//! The AVX-512 level adds a lanes decoder (`coder::lanes`); these kernels run their AVX2
-//! versions there.
+//! The AVX-512 level has its own lanes decoder refill (`coder::lanes`); these kernels run their
+//! AVX2 versions there.
 
 #[cfg(target_arch = "x86_64")]
 pub mod avx2;
@@ -27,7 +27,7 @@ pub enum Level {
     Scalar = 1,
     /// AVX2 and BMI2 (x86-64).
     Avx2 = 2,
-    /// The AVX2 level plus AVX-512 F, BW, VL, VBMI2 and POPCNT (x86-64: Intel Ice Lake and later,
+    /// The AVX2 level plus AVX-512 F, BW and VL and POPCNT (x86-64: Intel Skylake-SP and later,
     /// AMD Zen 4 and later).
     Avx512 = 3,
 }
@@ -48,7 +48,7 @@ pub fn detected() -> Level {
     {
         use std::arch::is_x86_feature_detected as has;
         if has!("avx2") && has!("bmi2") {
-            if has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("avx512vbmi2") && has!("popcnt") {
+            if has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("popcnt") {
                 return Level::Avx512;
             }
             return Level::Avx2;
