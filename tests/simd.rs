@@ -143,6 +143,12 @@ fn environment_only_lowers_the_level() {
     assert_eq!(lowered(Level::Scalar, Some("avx2")), Level::Scalar);
     assert_eq!(lowered(Level::Avx2, Some("bogus")), Level::Avx2);
     assert_eq!(lowered(Level::Avx2, None), Level::Avx2);
+    assert_eq!(lowered(Level::Avx512, Some("avx2")), Level::Avx2);
+    assert_eq!(lowered(Level::Avx512, Some("scalar")), Level::Scalar);
+    assert_eq!(lowered(Level::Avx512, Some("AVX512")), Level::Avx512);
+    assert_eq!(lowered(Level::Avx2, Some("avx512")), Level::Avx2);
+    assert_eq!(lowered(Level::Avx512, None), Level::Avx512);
+    assert_eq!(Level::Avx512.name(), "avx512");
     assert!(simd::level() <= simd::detected());
     assert_eq!(simd::available().first(), Some(&Level::Scalar));
 }
@@ -159,14 +165,14 @@ fn archives_identical_across_levels_and_threads() {
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     };
     let mut archives = Vec::new();
-    for (cpu, t) in [("scalar", "1"), ("avx2", "2"), ("", "0")] {
+    for (cpu, t) in [("scalar", "1"), ("avx2", "2"), ("avx512", "1"), ("", "0")] {
         let out = dir.path().join(format!("a-{cpu}-{t}.brv"));
         run(cpu, &["compress", "-q", "-T", t, input.to_str().unwrap(), "-o", out.to_str().unwrap()]);
         archives.push(std::fs::read(&out).unwrap());
     }
     assert!(archives.windows(2).all(|w| w[0] == w[1]), "archives differ across CPU levels or thread counts");
     let a = dir.path().join("a-scalar-1.brv");
-    for (cpu, t) in [("scalar", "1"), ("scalar", "2"), ("avx2", "1"), ("avx2", "0")] {
+    for (cpu, t) in [("scalar", "1"), ("scalar", "2"), ("avx2", "1"), ("avx2", "0"), ("avx512", "1"), ("", "0")] {
         let out = dir.path().join(format!("d-{cpu}-{t}"));
         run(cpu, &["decompress", "-q", "-T", t, a.to_str().unwrap(), "-o", out.to_str().unwrap()]);
         assert!(std::fs::read(&out).unwrap() == original, "decoded bytes differ at {cpu} -T {t}");

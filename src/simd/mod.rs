@@ -1,8 +1,8 @@
 //! CPU kernels of the decoder, one file per instruction set, always ending in the scalar one.
 //!
 //! The level is detected once (`is_x86_feature_detected!`) and cached. The environment variable
-//! `BREVIS_CPU` (`scalar` or `avx2`) can only lower it: asking for a level the CPU lacks keeps
-//! the detected one lower. Every level computes exactly the same words; `tests/simd.rs` compares
+//! `BREVIS_CPU` (`scalar`, `avx2` or `avx512`) can only lower it: asking for a level the CPU
+//! lacks keeps the detected one lower. Every level computes exactly the same words; `tests/simd.rs` compares
 //! each with the scalar kernels on odd lengths and every width.
 //!
 //! Kernels:
@@ -11,6 +11,9 @@
 //! * [`merge_fields`]: `(sign << top) | (head << lo) | low`, the inverse of `fields`
 //!   (AVX2 level: sixteen 16-bit words per iteration for bf16/fp16).
 //! * [`merge_planes`]: `(hi << shift) | lo`, the inverse of two byte planes.
+//!
+//! The AVX-512 level has its own lanes decoder refill (`coder::lanes`); these kernels run their
+//! AVX2 versions there.
 
 #[cfg(target_arch = "x86_64")]
 pub mod avx2;
@@ -24,6 +27,9 @@ pub enum Level {
     Scalar = 1,
     /// AVX2 and BMI2 (x86-64).
     Avx2 = 2,
+    /// The AVX2 level plus AVX-512 F, BW and VL and POPCNT (x86-64: Intel Skylake-SP and later,
+    /// AMD Zen 4 and later).
+    Avx512 = 3,
 }
 
 impl Level {
@@ -31,6 +37,7 @@ impl Level {
         match self {
             Level::Scalar => "scalar",
             Level::Avx2 => "avx2",
+            Level::Avx512 => "avx512",
         }
     }
 }
@@ -39,7 +46,11 @@ impl Level {
 pub fn detected() -> Level {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("bmi2") {
+        use std::arch::is_x86_feature_detected as has;
+        if has!("avx2") && has!("bmi2") {
+            if has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("popcnt") {
+                return Level::Avx512;
+            }
             return Level::Avx2;
         }
     }
@@ -52,6 +63,7 @@ pub fn lowered(detected: Level, request: Option<&str>) -> Level {
     let wanted = match request.map(|s| s.trim().to_ascii_lowercase()) {
         Some(s) if s == "scalar" => Level::Scalar,
         Some(s) if s == "avx2" => Level::Avx2,
+        Some(s) if s == "avx512" => Level::Avx512,
         _ => detected,
     };
     wanted.min(detected)
@@ -64,6 +76,7 @@ pub fn level() -> Level {
     match LEVEL.load(Ordering::Relaxed) {
         1 => Level::Scalar,
         2 => Level::Avx2,
+        3 => Level::Avx512,
         _ => {
             let l = lowered(detected(), std::env::var("BREVIS_CPU").ok().as_deref());
             LEVEL.store(l as u8, Ordering::Relaxed);
@@ -74,7 +87,7 @@ pub fn level() -> Level {
 
 /// Levels this CPU can run, lowest first (for tests and benchmarks).
 pub fn available() -> Vec<Level> {
-    [Level::Scalar, Level::Avx2].into_iter().filter(|&l| l <= detected()).collect()
+    [Level::Scalar, Level::Avx2, Level::Avx512].into_iter().filter(|&l| l <= detected()).collect()
 }
 
 /// Word types of streams.
@@ -118,8 +131,8 @@ pub fn unpack_u8(data: &[u8], bits: u32, out: &mut [u8]) {
 pub fn unpack_u8_at(level: Level, data: &[u8], bits: u32, out: &mut [u8]) {
     check_unpack(data, bits, out.len(), 8);
     #[cfg(target_arch = "x86_64")]
-    if level.min(detected()) == Level::Avx2 {
-        // SAFETY: AVX2 and BMI2 were detected on this CPU.
+    if level.min(detected()) >= Level::Avx2 {
+        // SAFETY: AVX2 and BMI2 were detected on this CPU (every level from AVX2 up has them).
         return unsafe { avx2::unpack_u8(data, bits, out) };
     }
     let _ = level;
@@ -135,8 +148,8 @@ pub fn unpack_u16(data: &[u8], bits: u32, out: &mut [u16]) {
 pub fn unpack_u16_at(level: Level, data: &[u8], bits: u32, out: &mut [u16]) {
     check_unpack(data, bits, out.len(), 16);
     #[cfg(target_arch = "x86_64")]
-    if level.min(detected()) == Level::Avx2 {
-        // SAFETY: AVX2 and BMI2 were detected on this CPU.
+    if level.min(detected()) >= Level::Avx2 {
+        // SAFETY: AVX2 and BMI2 were detected on this CPU (every level from AVX2 up has them).
         return unsafe { avx2::unpack_u16(data, bits, out) };
     }
     let _ = level;
@@ -164,8 +177,8 @@ pub fn merge_fields16_at(level: Level, h: &[u16], s: &[u8], m: &[u8], lo: u32, o
     check_merge(h.len(), s.len(), m.len(), out.len());
     assert!(lo <= 8);
     #[cfg(target_arch = "x86_64")]
-    if level.min(detected()) == Level::Avx2 {
-        // SAFETY: AVX2 was detected on this CPU.
+    if level.min(detected()) >= Level::Avx2 {
+        // SAFETY: AVX2 was detected on this CPU (every level from AVX2 up has it).
         return unsafe { avx2::merge_fields16(h, s, m, lo, out) };
     }
     let _ = level;
@@ -188,8 +201,8 @@ pub fn merge_planes16_at(level: Level, hi: &[u8], lo: &[u8], shift: u32, out: &m
     check_merge(hi.len(), lo.len(), out.len(), out.len());
     assert!(shift <= 8);
     #[cfg(target_arch = "x86_64")]
-    if level.min(detected()) == Level::Avx2 {
-        // SAFETY: AVX2 was detected on this CPU.
+    if level.min(detected()) >= Level::Avx2 {
+        // SAFETY: AVX2 was detected on this CPU (every level from AVX2 up has it).
         return unsafe { avx2::merge_planes16(hi, lo, shift, out) };
     }
     let _ = level;
