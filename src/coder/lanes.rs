@@ -876,7 +876,7 @@ fn plan_ctx(symbols: &[u16], hist: &[(u16, u64)], base: Plan, d: usize) -> Plan 
     }
     let row = |c: usize| &h2[c * ranks..(c + 1) * ranks];
     // Quantile buckets of the context rank, then merges of neighbours while the estimate shrinks.
-    let min_fill = (n / 16).max(1024) as u64;
+    let min_fill = (n / 64).max(512) as u64;
     let mut starts: Vec<usize> = vec![0];
     let mut fill = 0u64;
     for c in 0..ranks {

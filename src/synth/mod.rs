@@ -391,6 +391,17 @@ fn choose_traced(t: &TensorView, opts: &SearchOptions) -> Result<(Choice, Vec<(u
     }
     drop(s);
 
+    // Where decode time is priced, each finalist's fast twin competes too: the screen is too
+    // short for the tables of the fast leaf to pay, so the search rarely keeps it.
+    let mut found = found;
+    if opts.decode_weight > 0.0 {
+        let twins: Vec<search::Found> = found
+            .iter()
+            .filter_map(|f| fast_twin(&f.program).map(|program| search::Found { program, exact: false, ..f.clone() }))
+            .filter(|t| found.iter().all(|f| f.program != t.program))
+            .collect();
+        found.extend(twins);
+    }
     // Exact sizes on the full sample (already exact when the screen is the whole sample).
     let mut ranked: Vec<(usize, usize)> = if sample.len() > screen.len() || found.iter().any(|f| !f.exact) {
         if let Some(st) = &opts.stats {
@@ -455,6 +466,31 @@ fn rank(cands: Vec<&Node>, sample: &Stream, reference: Option<&Stream>, decode_w
                 .map(|_| (buf.len() + price(c, sample, decode_weight), i))
         })
         .collect()
+}
+
+/// `p` with its entropy leaves replaced by the `lanes` leaf of the same context (order 0 for
+/// `rans` and `huffman`, `adj` for `rans(prev)`, `back d` for `rans(back d)` when `d` is of the
+/// same lane); None when nothing changes.
+fn fast_twin(p: &Node) -> Option<Node> {
+    use crate::coder::lanes::{Ctx, LANES, MAX_BACK};
+    use crate::dsl::ops::entropy::{LeafCtx, Rans};
+    let leaf = match &p.op {
+        Op::Huffman(_) | Op::Rans(Rans { ctx: LeafCtx::None }) => Some(lanes()),
+        Op::Rans(Rans { ctx: LeafCtx::Back(1) }) => Some(lanes_adj()),
+        Op::Rans(Rans { ctx: LeafCtx::Back(d) }) if d % LANES as u64 == 0 && *d <= MAX_BACK as u64 => {
+            Some(Node::leaf(Op::Lanes(crate::dsl::ops::lanes::Lanes::interleaved(Ctx::Back(*d as u32)))))
+        }
+        _ => None,
+    };
+    if leaf.is_some() {
+        return leaf;
+    }
+    let kids: Vec<Option<Node>> = p.children.iter().map(fast_twin).collect();
+    if kids.iter().all(|k| k.is_none()) {
+        return None;
+    }
+    let children = kids.into_iter().zip(&p.children).map(|(k, c)| k.unwrap_or_else(|| c.clone())).collect();
+    Some(Node::new(p.op.clone(), children))
 }
 
 /// What decoding `program` over `sample` costs, in bytes (see `SearchOptions::decode_weight`).

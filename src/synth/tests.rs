@@ -222,3 +222,22 @@ fn first_release_candidates_are_derivable() {
         }
     }
 }
+
+/// The fast twin swaps each entropy leaf for the `lanes` leaf of the same context, and leaves
+/// programs without such a leaf (or with a context no lane can see) alone.
+#[test]
+fn fast_twins() {
+    let twin = |p: Node| fast_twin(&p).map(|t| t.to_string());
+    assert_eq!(
+        twin(fields(8, 23, 4, [rans_prev(), huffman(), dict(delta(1, zstd(9)), raw())])),
+        Some(fields(8, 23, 4, [lanes_adj(), lanes(), dict(delta(1, zstd(9)), raw())]).to_string())
+    );
+    assert_eq!(
+        twin(byteplanes(vec![rans_back(512), raw()])),
+        Some(byteplanes(vec![lanes_back(512), raw()]).to_string())
+    );
+    assert_eq!(twin(rans()), Some(lanes().to_string()));
+    assert_eq!(twin(byteplanes(vec![rans_back(48), raw()])), None);
+    assert_eq!(twin(fields(8, 7, 3, [lanes(), raw(), raw()])), None);
+    assert_eq!(twin(raw()), None);
+}
