@@ -900,11 +900,19 @@ fn plan_ctx(symbols: &[u16], hist: &[(u16, u64)], base: Plan, d: usize) -> Plan 
             h
         })
         .collect();
+    // Each bucket's cost and the cost change of merging it with the next, updated locally.
+    let cost: Vec<f64> = hists.iter().map(|h| counts_cost(h)).collect();
+    let merged_cost = |a: &[u64], b: &[u64]| {
+        let m: Vec<u64> = a.iter().zip(b).map(|(a, b)| a + b).collect();
+        counts_cost(&m)
+    };
+    let (mut cost, mut delta) = (cost, Vec::new());
+    for i in 0..hists.len().saturating_sub(1) {
+        delta.push(merged_cost(&hists[i], &hists[i + 1]) - cost[i] - cost[i + 1]);
+    }
     loop {
         let mut best: Option<(usize, f64)> = None;
-        for i in 0..hists.len().saturating_sub(1) {
-            let m: Vec<u64> = hists[i].iter().zip(&hists[i + 1]).map(|(a, b)| a + b).collect();
-            let d = counts_cost(&m) - counts_cost(&hists[i]) - counts_cost(&hists[i + 1]);
+        for (i, &d) in delta.iter().enumerate() {
             if (d < 0.0 || hists.len() > MAX_CLASSES) && best.map_or(true, |b| d < b.1) {
                 best = Some((i, d));
             }
@@ -915,6 +923,15 @@ fn plan_ctx(symbols: &[u16], hist: &[(u16, u64)], base: Plan, d: usize) -> Plan 
             *x += y;
         }
         starts.remove(i + 1);
+        cost[i] = counts_cost(&hists[i]);
+        cost.remove(i + 1);
+        delta.remove(i);
+        if i > 0 {
+            delta[i - 1] = merged_cost(&hists[i - 1], &hists[i]) - cost[i - 1] - cost[i];
+        }
+        if i + 1 < hists.len() {
+            delta[i] = merged_cost(&hists[i], &hists[i + 1]) - cost[i] - cost[i + 1];
+        }
     }
     let k = hists.len();
     if k == 1 {
