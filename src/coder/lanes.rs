@@ -84,7 +84,7 @@
 //! used, so truncation and most damage are detected.
 
 use crate::coder::bitio::{put_varint, BitWriter, Bits32, ByteReader};
-use crate::coder::{c_log2_c, log2_approx};
+use crate::coder::{counts_cost, log2_approx};
 use crate::error::{Error, Result};
 use crate::simd::Level;
 
@@ -663,17 +663,6 @@ fn data_bits(counts: &[u64], freqs: &[u32], prec: u32) -> f64 {
     counts.iter().zip(freqs).filter(|x| *x.0 > 0).map(|(&c, &f)| c as f64 * (prec as f64 - lg[f as usize])).sum()
 }
 
-/// Estimated cost of coding counts with their own table: entropy plus a table estimate.
-fn counts_cost(c: &[u64]) -> f64 {
-    let (mut n, mut used, mut sum) = (0u64, 0u64, 0f64);
-    for &c in c {
-        n += c;
-        used += (c > 0) as u64;
-        sum += c_log2_c(c);
-    }
-    c_log2_c(n) - sum + 12.0 + 7.0 * used as f64
-}
-
 /// The encoder's choice for a block.
 struct Plan {
     spec: Option<Spec>,
@@ -698,26 +687,7 @@ fn histogram(symbols: &[u16]) -> Vec<(u16, u64)> {
         }
         return c.iter().enumerate().filter(|x| *x.1 > 0).map(|(s, &c)| (s as u16, c as u64)).collect();
     }
-    let mut total = vec![0u64; alphabet];
-    // Four partial counts, so that runs of one symbol do not wait on each other's increments;
-    // chunks keep the u32 partials from overflowing.
-    let mut part = vec![[0u32; 4]; alphabet];
-    for chunk in symbols.chunks(1 << 30) {
-        let mut quads = chunk.chunks_exact(4);
-        for q in &mut quads {
-            part[q[0] as usize][0] += 1;
-            part[q[1] as usize][1] += 1;
-            part[q[2] as usize][2] += 1;
-            part[q[3] as usize][3] += 1;
-        }
-        for &s in quads.remainder() {
-            part[s as usize][0] += 1;
-        }
-        for (t, p) in total.iter_mut().zip(part.iter_mut()) {
-            *t += p.iter().map(|&x| x as u64).sum::<u64>();
-            *p = [0; 4];
-        }
-    }
+    let total = crate::coder::symbol_counts(symbols, alphabet);
     total.iter().enumerate().filter(|x| *x.1 > 0).map(|(s, &c)| (s as u16, c)).collect()
 }
 
@@ -901,10 +871,10 @@ fn plan_ctx(symbols: &[u16], hist: &[(u16, u64)], base: Plan, d: usize) -> Plan 
         })
         .collect();
     // Each bucket's cost and the cost change of merging it with the next, updated locally.
-    let cost: Vec<f64> = hists.iter().map(|h| counts_cost(h)).collect();
+    let cost: Vec<f64> = hists.iter().map(|h| counts_cost(h.iter().copied())).collect();
     let merged_cost = |a: &[u64], b: &[u64]| {
         let m: Vec<u64> = a.iter().zip(b).map(|(a, b)| a + b).collect();
-        counts_cost(&m)
+        counts_cost(m.iter().copied())
     };
     let (mut cost, mut delta) = (cost, Vec::new());
     for i in 0..hists.len().saturating_sub(1) {
@@ -923,7 +893,7 @@ fn plan_ctx(symbols: &[u16], hist: &[(u16, u64)], base: Plan, d: usize) -> Plan 
             *x += y;
         }
         starts.remove(i + 1);
-        cost[i] = counts_cost(&hists[i]);
+        cost[i] = counts_cost(hists[i].iter().copied());
         cost.remove(i + 1);
         delta.remove(i);
         if i > 0 {

@@ -15,6 +15,7 @@
 //! four `u32` final states, `words` little-endian `u16` renormalization words.
 
 use crate::coder::bitio::{put_varint, BitReader, BitWriter, ByteReader};
+use crate::coder::counts_cost;
 use crate::error::{Error, Result};
 
 /// Where a symbol's context value comes from.
@@ -199,34 +200,6 @@ fn read_table(r: &mut BitReader) -> Result<Table> {
     Ok(Table { prob_bits, syms, freqs })
 }
 
-/// `c log2 c` (0 for 0), from a table below `C_LOG_TABLE` (made with the same formula, so the
-/// bits are the same either way).
-#[inline]
-fn c_log2_c(c: u64) -> f64 {
-    static TABLE: std::sync::OnceLock<Vec<f64>> = std::sync::OnceLock::new();
-    if c < C_LOG_TABLE {
-        let t = TABLE.get_or_init(|| (0..C_LOG_TABLE).map(super::c_log2_c).collect());
-        t[c as usize]
-    } else {
-        super::c_log2_c(c)
-    }
-}
-
-const C_LOG_TABLE: u64 = 4096;
-
-/// Estimated cost in bits of coding counts `c` (in symbol order; zeros are skipped) with their
-/// own table: `n log2 n - sum c log2 c`, 12 bits, and 7 bits per used symbol. Sparse and dense
-/// histograms of the same counts get the same bits.
-fn counts_cost(c: impl Iterator<Item = u64>) -> f64 {
-    let (mut n, mut used, mut sum) = (0u64, 0u64, 0f64);
-    for c in c {
-        n += c;
-        used += (c > 0) as u64;
-        sum += c_log2_c(c);
-    }
-    c_log2_c(n) - sum + 12.0 + 7.0 * used as f64
-}
-
 /// Estimated cost in bits of coding `hist` with its own table.
 fn block_cost(hist: &[(u16, u64)]) -> f64 {
     counts_cost(hist.iter().map(|h| h.1))
@@ -268,23 +241,6 @@ fn context_values<'a>(symbols: &[u16], ctx: Ctx<'a>) -> std::borrow::Cow<'a, [u1
     }
 }
 
-/// Counts of each symbol below `alphabet`. Four partial counts, so that runs of one symbol (a
-/// skewed source) do not wait on each other's increments.
-fn count(symbols: &[u16], alphabet: usize) -> Vec<u64> {
-    let mut c = vec![[0u32; 4]; alphabet];
-    let mut quads = symbols.chunks_exact(4);
-    for q in &mut quads {
-        c[q[0] as usize][0] += 1;
-        c[q[1] as usize][1] += 1;
-        c[q[2] as usize][2] += 1;
-        c[q[3] as usize][3] += 1;
-    }
-    for &s in quads.remainder() {
-        c[s as usize][0] += 1;
-    }
-    c.iter().map(|p| p.iter().map(|&x| x as u64).sum()).collect()
-}
-
 /// Most used symbols for which bucket histograms are dense arrays (counted in one pass, merged
 /// element by element); with more, (bucket, symbol) pairs are sorted into sparse histograms,
 /// whose merges cost what the buckets hold rather than the alphabet.
@@ -298,7 +254,7 @@ enum BucketHists {
 
 /// Histogram of each bucket: symbol `i` falls in bucket `bucket_of[cv[i]] < nb`.
 fn bucket_hists(symbols: &[u16], cv: &[u16], bucket_of: &[u8], nb: usize, alphabet: usize) -> BucketHists {
-    let total = count(symbols, alphabet);
+    let total = super::symbol_counts(symbols, alphabet);
     let used: Vec<u16> = (0..alphabet).filter(|&s| total[s] > 0).map(|s| s as u16).collect();
     let u = used.len();
     if u <= DENSE_SYMBOLS && symbols.len() <= u32::MAX as usize {
@@ -427,14 +383,14 @@ fn choose_contexts(symbols: &[u16], ctx: Ctx, alphabet: usize) -> Contexts {
     let single = |symbols: &[u16]| Contexts {
         thresholds: Vec::new(),
         table_of: Vec::new(),
-        hists: vec![sparse(&count(symbols, alphabet))],
+        hists: vec![sparse(&super::symbol_counts(symbols, alphabet))],
     };
     if matches!(ctx, Ctx::None) || n < 4096 {
         return single(symbols);
     }
     let cv = context_values(symbols, ctx);
     let range = cv.iter().copied().max().unwrap_or(0) as usize + 1;
-    let (mut bounds, bucket_of) = quantile_buckets(&count(&cv, range), n);
+    let (mut bounds, bucket_of) = quantile_buckets(&super::symbol_counts(&cv, range), n);
     if bounds.is_empty() {
         return single(symbols);
     }
