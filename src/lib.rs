@@ -50,7 +50,7 @@ pub struct Options {
     pub budget: usize,
     /// Deepest program the search builds (levels of transforms).
     pub depth: usize,
-    /// The production prior that guides the search (default: learned from a sample of the input).
+    /// The production prior that guides the search (default: the built-in one).
     pub prior: synth::PriorSource,
     /// Where to add search statistics (never stored in the archive).
     pub stats: Option<std::sync::Arc<synth::SearchStats>>,

@@ -176,9 +176,10 @@ struct SearchArgs {
     /// Deepest program the search builds (levels of transforms).
     #[arg(long, default_value_t = brevis::synth::DEFAULT_DEPTH)]
     depth: usize,
-    /// Production prior: a JSON file from `brevis prior learn`, `uniform`, or `learn` (the
-    /// default: learned from a sample of the input).
-    #[arg(long, value_name = "FILE|uniform|learn")]
+    /// Production prior: `builtin` (the default: the prior that ships with Brevis, learned from
+    /// real checkpoints), `learn` (learned from a sample of the input's tensors, which takes
+    /// time), `uniform`, or a JSON file from `brevis prior learn`.
+    #[arg(long, value_name = "builtin|learn|uniform|FILE")]
     prior: Option<String>,
     /// Print search statistics (expansions, pruned nodes, time); also shown by -v.
     #[arg(long)]
@@ -193,7 +194,8 @@ impl SearchArgs {
     fn prior(&self) -> Result<brevis::synth::PriorSource, String> {
         use brevis::synth::PriorSource;
         Ok(match self.prior.as_deref() {
-            None | Some("learn") => PriorSource::Learn,
+            None | Some("builtin") => PriorSource::Builtin,
+            Some("learn") => PriorSource::Learn,
             Some("uniform") => PriorSource::Uniform,
             Some(path) => {
                 let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?;
@@ -595,13 +597,16 @@ fn bench_search(args: BenchArgs) -> Result<ExitCode, String> {
     let inputs: Vec<Input> = files.iter().map(|f| read_input(f)).collect::<Result<_, _>>()?;
     let total: u64 = inputs.iter().map(|d| d.len() as u64).sum();
     println!("{} files, {} bytes; sizes as % of the original, times in seconds", files.len(), total);
-    println!("\n| budget | learned prior | time | uniform prior | time |\n|---|---|---|---|---|");
+    println!(
+        "\n| budget | built-in prior | time | learned prior | time | uniform prior | time |\n|---|---|---|---|---|---|---|"
+    );
     for &b in &budgets {
         if b == 0 {
             return Err("budgets must be positive".into());
         }
         let mut row = format!("| {b} |");
-        for prior in [brevis::synth::PriorSource::Learn, brevis::synth::PriorSource::Uniform] {
+        use brevis::synth::PriorSource;
+        for prior in [PriorSource::Builtin, PriorSource::Learn, PriorSource::Uniform] {
             let opts = brevis::Options { threads: common.threads, budget: b, prior, ..Default::default() };
             let t0 = Instant::now();
             let mut size = 0u64;

@@ -2,7 +2,7 @@
 //!
 //! 1. [`plan::plan`]: the tensors and long byte regions of the input, in file order;
 //! 2. [`choose::duplicates`]: tensors identical to an earlier one become copies;
-//! 3. [`choose::prior`]: the production prior (learned from a sample by default);
+//! 3. [`choose::prior`]: the production prior (the built-in one by default);
 //! 4. [`choose::programs`]: one program per tensor (imposed, copy, or searched);
 //! 5. [`chunk_list`]: the chunks of every tensor, in index order;
 //! 6. [`encode`]: chunks coded a batch at a time and written as they come; a tensor whose
@@ -99,8 +99,8 @@ pub(crate) fn compress_in_memory(
     Ok(out)
 }
 
-/// Learns a production prior from the tensors of `input` (what [`compress_source`] does by
-/// default before choosing programs).
+/// Learns a production prior from the tensors of `input` (what [`compress_source`] does first
+/// with `PriorSource::Learn`).
 pub(crate) fn learn_prior(input: &[u8], opts: &Options) -> Result<synth::Prior> {
     let jobs = plan::plan(Source::Memory(input), None, opts.memory_limit)?;
     let views: Vec<synth::TensorView> = jobs.iter().map(|j| j.view()).collect();
