@@ -4,7 +4,8 @@
 //! Folders (`-r`): every regular file is one job, in name order; with `-o OUT_DIR` the tree is
 //! mirrored under OUT_DIR (`OUT_DIR/<relative path>.brv`, and back), empty folders included;
 //! without it each output goes next to its input. Symbolic links to files are followed (the
-//! output is a regular file with the target's bytes); links to folders are not followed (no
+//! output is a regular file with the target's bytes; links run first, so that `--rm` deletes
+//! the link before its target); links to folders are not followed (no
 //! cycles), and they, broken links and special files are reported as failures: a run that exits
 //! with 0 has written every file of the tree.
 
@@ -52,6 +53,9 @@ impl Dst {
 #[derive(Default)]
 pub struct Plan {
     pub jobs: Vec<Job>,
+    /// The jobs of symbolic links to files met in folders: they run first, so that `--rm`
+    /// removing a link's target (in the same tree) does not leave the link without its bytes.
+    links: Vec<Job>,
     pub dirs: Vec<PathBuf>,
     pub errors: Vec<String>,
 }
@@ -125,6 +129,7 @@ pub fn plan(mode: Mode, f: &Files) -> Result<Plan, String> {
             }
         }
     }
+    plan.jobs.splice(0..0, std::mem::take(&mut plan.links));
     Ok(plan)
 }
 
@@ -167,7 +172,13 @@ impl Plan {
                 Err(err) => Err(err),
             };
             match kind {
-                Ok((t, _)) if t.is_file() => self.file(mode, path, &sub, out_dir),
+                Ok((t, false)) if t.is_file() => self.file(mode, path, &sub, out_dir),
+                Ok((t, true)) if t.is_file() => {
+                    let before = self.jobs.len();
+                    self.file(mode, path, &sub, out_dir);
+                    let linked: Vec<Job> = self.jobs.drain(before..).collect();
+                    self.links.extend(linked);
+                }
                 Ok((t, false)) if t.is_dir() => {
                     if let Some(o) = out_dir {
                         self.dirs.push(o.join(&sub));
