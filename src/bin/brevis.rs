@@ -307,7 +307,7 @@ fn main() -> ExitCode {
         if let Some(p) = PENDING.lock().ok().and_then(|g| g.clone()) {
             let _ = std::fs::remove_file(p);
         }
-        eprintln!("brevis: interrupted; no output written");
+        eprintln!("brevis: interrupted; the output being written was removed");
         std::process::exit(130);
     });
     let cli = Cli::parse_from(short_decompress(std::env::args_os()));

@@ -158,7 +158,7 @@ fn compress_one(job: &Job, args: &CompressArgs, prior: &brevis::synth::PriorSour
         eprintln!("{}", st.summary());
     }
     if files.rm {
-        verify_archive(job, &input, reference.as_deref())?;
+        verify_archive(job, &input, reference.as_deref(), common.threads)?;
     }
     remove_input(job, files)?;
     if !common.quiet {
@@ -203,13 +203,13 @@ fn write_output(
 
 /// Before `--rm` deletes the input: the archive just written, decoded, gives back the input's
 /// bytes exactly.
-fn verify_archive(job: &Job, input: &In, reference: Option<&Path>) -> Result<(), String> {
+fn verify_archive(job: &Job, input: &In, reference: Option<&Path>, threads: usize) -> Result<(), String> {
     let (Src::File(_), Dst::File(out)) = (&job.src, &job.dst) else { return Ok(()) };
     let archive = open(out)?;
     let mut original = input.file.try_clone().map_err(|e| format!("cannot read {}: {e}", job.src.name()))?;
     std::io::Seek::rewind(&mut original).map_err(|e| format!("cannot read {}: {e}", job.src.name()))?;
     let mut check = fsio::Compare::new(Some(original));
-    let opts = crate::decode_options(0, None, reference.is_some());
+    let opts = crate::decode_options(threads, None, reference.is_some());
     let res = match reference {
         Some(r) => {
             let data = fsio::read_input(out)?;

@@ -210,16 +210,26 @@ impl Write for Compare {
 /// the system when closed), so memory stays bounded whatever the input's size; the spool needs
 /// that much free disk space.
 pub fn stdin_file() -> Result<std::fs::File, String> {
-    use std::os::fd::AsFd;
-    let stdin = std::io::stdin();
-    let fd = stdin.as_fd().try_clone_to_owned().map_err(|e| format!("cannot read stdin: {e}"))?;
-    let mut f = std::fs::File::from(fd);
-    if f.metadata().is_ok_and(|m| m.is_file()) && f.stream_position().is_ok_and(|p| p == 0) {
+    if let Some(f) = stdin_regular_file() {
         return Ok(f);
     }
     let mut spool = tempfile::tempfile().map_err(|e| format!("cannot create a temporary file for stdin: {e}"))?;
-    std::io::copy(&mut f, &mut spool).map_err(|e| format!("cannot spool stdin to a temporary file: {e}"))?;
+    std::io::copy(&mut std::io::stdin().lock(), &mut spool)
+        .map_err(|e| format!("cannot spool stdin to a temporary file: {e}"))?;
     Ok(spool)
+}
+
+/// Standard input when it is a regular file positioned at its start.
+#[cfg(unix)]
+fn stdin_regular_file() -> Option<std::fs::File> {
+    use std::os::fd::AsFd;
+    let mut f = std::fs::File::from(std::io::stdin().as_fd().try_clone_to_owned().ok()?);
+    (f.metadata().ok()?.is_file() && f.stream_position().ok()? == 0).then_some(f)
+}
+
+#[cfg(not(unix))]
+fn stdin_regular_file() -> Option<std::fs::File> {
+    None
 }
 
 /// Refuses to write binary data to a terminal (as zstd does), unless forced.
