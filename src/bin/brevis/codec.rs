@@ -104,7 +104,10 @@ pub fn compress(args: &CompressArgs) -> ExitCode {
     }
     let prior = match args.search.prior() {
         Ok(p) => p,
-        Err(msg) => return exit::usage(&msg),
+        Err(msg) => {
+            eprintln!("brevis: {msg}");
+            return ExitCode::from(exit::FAILED);
+        }
     };
     run_all(Mode::Compress, &args.files, |job| compress_one(job, args, &prior))
 }
@@ -115,7 +118,7 @@ fn compress_one(job: &Job, args: &CompressArgs, prior: &brevis::synth::PriorSour
     let size = input.len()?;
     let t0 = Instant::now();
     let stats = (search.stats || common.verbose).then(|| std::sync::Arc::new(Default::default()));
-    let progress = Progress::start(!common.quiet, size, job.src.name(), "searching");
+    let mut progress = Progress::start(!common.quiet, size, job.src.name(), "searching");
     let meta = input.meta.as_ref().filter(|_| !no_preserve);
     let opts = brevis::Options {
         threads: common.threads,
@@ -146,13 +149,13 @@ fn compress_one(job: &Job, args: &CompressArgs, prior: &brevis::synth::PriorSour
         }
     };
     let archive_len = write_output(&job.dst, files.force, &attrs, code, |f| {
+        progress.finish();
         // The programs go to stdout: not when the archive does.
         if common.verbose && matches!(job.dst, Dst::File(_)) {
             crate::print_programs(&out, f)?;
         }
         Ok(())
     })?;
-    progress.finish();
     if let (Some(st), false) = (&stats, common.quiet) {
         let st: &brevis::synth::SearchStats = st;
         eprintln!("{}", st.summary());
@@ -254,7 +257,7 @@ fn decompress_one(job: &Job, args: &DecompressArgs) -> Result<(), String> {
             let mut a = brevis::Archive::open_with_limit(&data, opts.memory_limit).map_err(name)?;
             let base = brevis::reference::Reference::new(&base).map_err(|e| format!("{}: {e}", r.display()))?;
             a.set_reference(base).map_err(name)?;
-            let progress = Progress::start(!common.quiet, a.original_size(), src.display().to_string(), "");
+            let mut progress = Progress::start(!common.quiet, a.original_size(), src.display().to_string(), "");
             opts.progress = Some(progress.counter());
             let original = a.decompress(&opts).map_err(name)?;
             progress.finish();
@@ -267,7 +270,7 @@ fn decompress_one(job: &Job, args: &DecompressArgs) -> Result<(), String> {
         None => {
             let source = brevis::source::Source::file(&input.file).map_err(name)?;
             let a = brevis::Archive::open_source(source, opts.memory_limit).map_err(name)?;
-            let progress = Progress::start(!common.quiet, a.original_size(), src.display().to_string(), "");
+            let mut progress = Progress::start(!common.quiet, a.original_size(), src.display().to_string(), "");
             opts.progress = Some(progress.counter());
             // Workers write their chunks in place (positioned writes into the temporary file).
             let fill = |f: &mut File| a.decompress_to_file(f, &opts).map_err(|e| named(e, &src, &out, false));

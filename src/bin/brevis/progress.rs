@@ -40,12 +40,8 @@ impl Progress {
         self.counter.clone()
     }
 
-    /// Clears the line.
-    pub fn finish(mut self) {
-        self.end();
-    }
-
-    fn end(&mut self) {
+    /// Clears the line (for good: the file's work is done).
+    pub fn finish(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
@@ -55,7 +51,7 @@ impl Progress {
 
 impl Drop for Progress {
     fn drop(&mut self) {
-        self.end();
+        self.finish();
     }
 }
 
