@@ -166,6 +166,10 @@ fn encode<W: Write + Seek>(
     };
     for part in work.chunks(batch) {
         let coded: Vec<Result<Coded>> = part.par_iter().map(|&w| encode_chunk(&jobs[w.0], &programs[w.0], w)).collect();
+        if let Some(p) = &opts.progress {
+            let bytes: usize = part.iter().map(|w| w.2 - w.1).sum();
+            p.fetch_add(bytes as u64, std::sync::atomic::Ordering::Relaxed);
+        }
         for (&w, c) in part.iter().zip(coded) {
             let i = w.0;
             if recoded[i] {
