@@ -351,6 +351,18 @@ pub fn encoded_size(hist: &[(u16, u64)]) -> usize {
     plan(hist).bits.div_ceil(8) as usize
 }
 
+/// Exact size in bytes that `encode` would append for `symbols`, without encoding.
+pub fn encoded_len(symbols: &[u16]) -> usize {
+    if symbols.is_empty() {
+        return 0;
+    }
+    let alphabet = symbols.iter().fold(0, |m, &s| m.max(s)) as usize + 1;
+    let counts = super::symbol_counts(symbols, alphabet);
+    let hist: Vec<(u16, u64)> =
+        counts.iter().enumerate().filter(|&(_, &c)| c > 0).map(|(s, &c)| (s as u16, c)).collect();
+    plan(&hist).bits.div_ceil(8) as usize
+}
+
 /// Counts the bits read from a `BitReader` so the code stream can start mid-byte.
 struct TableReader<'a> {
     r: BitReader<'a>,
@@ -681,6 +693,7 @@ mod tests {
         encode(symbols, &mut enc);
         let enc = enc.split_off(1);
         assert_eq!(encoded_size(&histogram(symbols)), enc.len(), "encoded_size");
+        assert_eq!(encoded_len(symbols), enc.len(), "encoded_len");
         let mut padded = enc.clone();
         padded.extend_from_slice(&[0x5A; 13]);
         for input in [&enc[..], &padded[..]] {

@@ -288,7 +288,8 @@ impl Node {
 
     /// The payload length `encode_with` would produce, with the coded symbols of the `rans` and
     /// `lanes` leaves estimated from their tables instead of coded (within a few bytes per
-    /// leaf): what the chooser compares candidates by. Fails where `encode_with` fails.
+    /// leaf) and `huffman` leaves sized from their code lengths (exact): what the chooser
+    /// compares candidates by. Fails where `encode_with` fails.
     pub fn estimated_len_with(&self, x: &Stream, sib: &[Stream], reference: Option<&Stream>) -> Result<usize> {
         let mut out = Vec::new();
         self.encode_node(x, sib, reference, 0, How::Estimate, &mut out).map_err(|e| match e {
@@ -334,6 +335,7 @@ impl Node {
                 leaf_payload(out, |o| Ok(estimated(o, r.estimated_len(x, sib, reference)?)))
             }
             Op::Lanes(l) if how == How::Estimate => leaf_payload(out, |o| Ok(estimated(o, l.estimated_len(x)?))),
+            Op::Huffman(h) if how == How::Estimate => leaf_payload(out, |o| Ok(estimated(o, h.encoded_len(x)))),
             Op::Rans(r) => leaf_payload(out, |o| r.encode(x, sib, reference, o)),
             Op::Huffman(h) => leaf_payload(out, |o| {
                 h.encode(x, o);

@@ -17,7 +17,7 @@ use crate::dsl::ops::planes::BytePlanes;
 use crate::dsl::ops::raw::Raw;
 use crate::dsl::ops::reference::RefOp;
 use crate::dsl::ops::scan::{Scan, ScanKind};
-use crate::dsl::{Node, Op, Stream};
+use crate::dsl::{Data, Node, Op, Stream};
 
 /// What the productions of a tensor depend on (the same for all of its holes).
 #[derive(Clone, Debug)]
@@ -372,7 +372,11 @@ pub fn estimate(x: &Stream) -> Estimate {
         return Estimate { raw, order0: raw, entropy: raw, lz: raw };
     }
     let (order0, entropy) = if x.ty.bits <= 16 {
-        entropy_with_tables(x.ty.bits, x.iter())
+        match &x.data {
+            Data::U8(d) => entropy_with_tables(x.ty.bits, d.iter().map(|&v| v as u64)),
+            Data::U16(d) => entropy_with_tables(x.ty.bits, d.iter().map(|&v| v as u64)),
+            _ => entropy_with_tables(x.ty.bits, x.iter()),
+        }
     } else {
         let planes = x.ty.bits.div_ceil(8);
         (0..planes)
@@ -390,10 +394,19 @@ pub fn estimate(x: &Stream) -> Estimate {
 /// of the little-endian bytes, less `LZ_OPTIMISM` of that (the leaf uses a stronger level);
 /// never below what it saves on the raw size times the same share.
 fn lz_estimate(b: &[u8], raw: f64) -> f64 {
+    thread_local! {
+        // One context per thread: creating one costs more than probing a screen.
+        static PROBE: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> = const { std::cell::RefCell::new(None) };
+    }
     let fast = || -> std::io::Result<usize> {
-        let mut c = zstd::bulk::Compressor::new(5)?;
-        c.set_parameter(zstd::zstd_safe::CParameter::MinMatch(4))?;
-        Ok(c.compress(b)?.len())
+        PROBE.with_borrow_mut(|c| {
+            if c.is_none() {
+                let mut z = zstd::bulk::Compressor::new(5)?;
+                z.set_parameter(zstd::zstd_safe::CParameter::MinMatch(4))?;
+                *c = Some(z);
+            }
+            Ok(c.as_mut().expect("set above").compress(b)?.len())
+        })
     };
     match fast() {
         Ok(n) => {

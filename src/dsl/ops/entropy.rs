@@ -166,6 +166,11 @@ impl Huffman {
         }
     }
 
+    /// The exact length [`Huffman::encode`] would append, from the histogram alone.
+    pub fn encoded_len(&self, x: &Stream) -> usize {
+        huffman::encoded_len(&x.to_u16())
+    }
+
     pub fn decode(&self, ty: Ty, n: usize, input: &[u8]) -> Result<Stream> {
         if n == 0 {
             return Ok(Stream::with_capacity(ty, 0));
