@@ -6,8 +6,7 @@
 set -euo pipefail
 BIN=$(realpath "${1:-target/release/brevis}"); RUNS=${2:-10}; shift 2
 DIR=$(mktemp -d /dev/shm/brevis-clevels.XXXXXX); trap 'rm -rf "$DIR"' EXIT
-t() { local s e; s=$(date +%s%N); "$@" >/dev/null 2>&1; e=$(date +%s%N); echo $(( (e - s) / 1000 )); }
-median() { sort -n | awk '{a[NR]=$1} END {m=(NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2; printf "%.3f", m/1e6}'; }
+. "$(dirname "$0")/timing.sh"
 printf '| file | MB | zstd -3 -T0 s | fast s | ratio | default s | ratio | max s | ratio |\n|---|---|---|---|---|---|---|---|---|\n'
 for f in "$@"; do
   b=$(basename "$f"); cp "$f" "$DIR/$b"; f="$DIR/$b"
