@@ -154,6 +154,14 @@ impl Stream {
         }
     }
 
+    /// Words of at most 16 bits as u16 symbols, borrowed when they are stored as u16.
+    pub fn u16_symbols(&self) -> std::borrow::Cow<'_, [u16]> {
+        match &self.data {
+            Data::U16(d) => std::borrow::Cow::Borrowed(d),
+            _ => std::borrow::Cow::Owned(self.to_u16()),
+        }
+    }
+
     pub fn as_u16(&self) -> Option<&[u16]> {
         match &self.data {
             Data::U16(d) => Some(d),

@@ -102,7 +102,7 @@ impl Rans {
             return Ok(());
         }
         let side = self.side(sib, reference, x.len())?;
-        rans::encode(&x.to_u16(), self.coder_ctx(&side), out);
+        rans::encode(&x.u16_symbols(), self.coder_ctx(&side), out);
         Ok(())
     }
 
@@ -112,7 +112,7 @@ impl Rans {
             return Ok(0);
         }
         let side = self.side(sib, reference, x.len())?;
-        Ok(rans::estimated_len(&x.to_u16(), self.coder_ctx(&side)))
+        Ok(rans::estimated_len(&x.u16_symbols(), self.coder_ctx(&side)))
     }
 
     pub fn decode(&self, ty: Ty, n: usize, input: &[u8], sib: &[Stream], reference: Option<&Stream>) -> Result<Stream> {
@@ -162,13 +162,13 @@ impl Huffman {
 
     pub fn encode(&self, x: &Stream, out: &mut Vec<u8>) {
         if !x.is_empty() {
-            huffman::encode(&x.to_u16(), out);
+            huffman::encode(&x.u16_symbols(), out);
         }
     }
 
     /// The exact length [`Huffman::encode`] would append, from the histogram alone.
     pub fn encoded_len(&self, x: &Stream) -> usize {
-        huffman::encoded_len(&x.to_u16())
+        huffman::encoded_len(&x.u16_symbols())
     }
 
     pub fn decode(&self, ty: Ty, n: usize, input: &[u8]) -> Result<Stream> {

@@ -109,8 +109,8 @@ impl Lanes {
             return Ok(());
         }
         match self.ctx {
-            LanesCtx::Interleaved(ctx) => lanes::encode(&x.to_u16(), ctx, out),
-            LanesCtx::Adjacent => lanes::encode(&to_runs(&x.to_u16()), lanes::Ctx::Prev, out),
+            LanesCtx::Interleaved(ctx) => lanes::encode(&x.u16_symbols(), ctx, out),
+            LanesCtx::Adjacent => lanes::encode(&to_runs(&x.u16_symbols()), lanes::Ctx::Prev, out),
         }
     }
 
@@ -120,8 +120,8 @@ impl Lanes {
             return Err(Error::invalid("lanes leaf over words wider than 16 bits"));
         }
         match self.ctx {
-            LanesCtx::Interleaved(ctx) => lanes::estimated_len(&x.to_u16(), ctx),
-            LanesCtx::Adjacent => lanes::estimated_len(&to_runs(&x.to_u16()), lanes::Ctx::Prev),
+            LanesCtx::Interleaved(ctx) => lanes::estimated_len(&x.u16_symbols(), ctx),
+            LanesCtx::Adjacent => lanes::estimated_len(&to_runs(&x.u16_symbols()), lanes::Ctx::Prev),
         }
     }
 
