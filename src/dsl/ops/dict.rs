@@ -35,16 +35,39 @@ impl Dict {
 
     /// Returns None when the stream has too many distinct words.
     pub fn forward(&self, x: &Stream, header: &mut Vec<u8>) -> Option<Vec<Stream>> {
+        let (vals, idx) = if x.ty.bits <= 16 { Self::forward_small(x)? } else { Self::forward_wide(x)? };
+        put_varint(header, vals.len() as u64);
+        Some(vec![Stream::from_iter(x.ty, vals.into_iter()), idx])
+    }
+
+    /// Words of at most 16 bits: the table from a presence map, each index by lookup.
+    fn forward_small(x: &Stream) -> Option<(Vec<u64>, Stream)> {
+        let mut rank = vec![u16::MAX; 1 << x.ty.bits];
+        for v in x.u16_symbols().iter() {
+            rank[*v as usize] = 0;
+        }
+        let mut vals = Vec::new();
+        for (v, r) in rank.iter_mut().enumerate().filter(|(_, r)| **r == 0) {
+            if vals.len() >= MAX_ENTRIES {
+                return None;
+            }
+            *r = vals.len() as u16;
+            vals.push(v as u64);
+        }
+        let idx = x.map_words(Ty::u(index_bits(vals.len())), |v| rank[v as usize] as u64);
+        Some((vals, idx))
+    }
+
+    /// Wider words: the sorted distinct words, each index by binary search.
+    fn forward_wide(x: &Stream) -> Option<(Vec<u64>, Stream)> {
         let mut vals: Vec<u64> = x.iter().collect();
         vals.sort_unstable();
         vals.dedup();
         if vals.len() > MAX_ENTRIES {
             return None;
         }
-        put_varint(header, vals.len() as u64);
-        let ity = Ty::u(index_bits(vals.len()));
-        let idx = Stream::from_fn(ity, x.len(), |i| vals.binary_search(&x.get(i)).unwrap() as u64);
-        Some(vec![Stream::from_iter(x.ty, vals.into_iter()), idx])
+        let idx = x.map_words(Ty::u(index_bits(vals.len())), |v| vals.binary_search(&v).unwrap() as u64);
+        Some((vals, idx))
     }
 
     pub fn inverse(&self, ty: Ty, n: usize, parts: Vec<Stream>) -> Result<Stream> {
