@@ -126,6 +126,13 @@ fn a_large_vocabulary_is_parsed_and_kept() {
     assert_eq!(arch.info(arch.find("token_embd.weight").unwrap()).unwrap().dtype, "BF16");
     // The archive is much smaller than the file: the vocabulary is compressed, not stored.
     assert!((a.len() as u64) < m.data_start() / 2 + (f.len() as u64 - m.data_start()), "{} bytes", a.len());
+    // The header stays in the residue, coded whole in the index's frame: no entry starts before
+    // the data section, and the archive pays for it about what zstd -19 of the header costs.
+    assert!(arch.index().tensors.iter().all(|t| t.offset >= m.data_start()));
+    let tensors: u64 = (0..arch.len()).map(|i| arch.info(i).unwrap().compressed_bytes).sum();
+    let header_zstd = zstd::bulk::compress(&f[..m.data_start() as usize], 19).unwrap().len() as u64;
+    let meta = a.len() as u64 - tensors;
+    assert!(meta <= header_zstd + 2048, "header and index {meta} bytes, zstd -19 of the header {header_zstd}");
 }
 
 /// Byte offset of tensor info `k` in `m`'s header.
