@@ -324,7 +324,8 @@ fn files_of_the_reference_writer_parse() {
     assert_eq!(got, [("F16", vec![2, 8], 32), ("Q8_0", vec![1, 32], 34), ("F32", vec![3], 12)]);
 }
 
-/// `brevis inspect` lists GGUF tensors with their ggml type names and shapes (slowest first).
+/// `brevis inspect` lists GGUF tensors with their ggml type names and shapes (slowest first),
+/// then the GGUF header and the tensors by ggml type.
 #[test]
 fn inspect_shows_ggml_types() {
     let dir = tempfile::tempdir().unwrap();
@@ -345,6 +346,17 @@ fn inspect_shows_ggml_types() {
         let line = listing.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("{name}:\n{listing}"));
         let cols: Vec<&str> = line.split_whitespace().collect();
         assert_eq!((cols[1], cols[2..].join(" ").starts_with(shape)), (dtype, true), "{line}");
+    }
+    // The GGUF summary: version, alignment, header size, and the tensors by ggml type id.
+    let head = format!(
+        "GGUF v{}, alignment {}: header, metadata and tensor infos {} bytes, kept in the index",
+        m.version,
+        m.alignment,
+        m.data_start()
+    );
+    assert!(listing.contains(&head), "{listing}");
+    for (id, name) in [(1, "F16"), (8, "Q8_0"), (12, "Q4_K")] {
+        assert!(listing.contains(&format!("ggml type {id:>2} {name:<8}     1 tensors")), "{id}:\n{listing}");
     }
     run(&["verify", "m.gguf.brv", "m.gguf"]);
 }

@@ -37,25 +37,18 @@ pub struct GgufTensor {
 impl Archive<'_> {
     /// The GGUF view of the archive's original; None when the original is not a consistent
     /// GGUF file whose tensors are the archive's entries (a safetensors file, any other file, a
-    /// GGUF file coded as bytes). Decodes only the bytes before the first tensor that are not in
-    /// the index (none, unless the header was too large for it); those must fit in the memory
-    /// limit.
+    /// GGUF file coded as bytes). Reads the original from its start in growing windows until the
+    /// header parses, decoding only what of it is not in the index (nothing, unless the header
+    /// was too large for the index); a window above the memory limit is `Error::Limit`.
     pub fn gguf(&self) -> Result<Option<GgufView>> {
         let idx = &self.index;
         let first = idx.tensors.iter().find(|t| !t.dtype.is_empty()).map_or(idx.original_size, |t| t.offset);
-        if first > self.memory_limit {
-            return Err(Error::Limit(format!(
-                "a GGUF header of up to {first} bytes, above the memory limit of {} bytes",
-                self.memory_limit
-            )));
-        }
-        let prefix = self.original_prefix(first)?;
-        if !prefix.starts_with(gguf::MAGIC) {
-            return Ok(None);
-        }
-        let Ok(layout) = gguf::layout_from_prefix(&prefix, idx.original_size) else {
+        let Some((layout, mut prefix)) = self.gguf_layout(first)? else {
             return Ok(None);
         };
+        if (prefix.len() as u64) < layout.data_start {
+            prefix = self.prefix_within_limit(layout.data_start)?;
+        }
         let mut spans = layout.spans.iter().peekable();
         let mut tensors = Vec::with_capacity(idx.tensors.len());
         for t in &idx.tensors {
@@ -75,12 +68,41 @@ impl Archive<'_> {
                 data_offset: s.start - layout.data_start,
             }));
         }
-        if spans.next().is_some() || layout.data_start > prefix.len() as u64 {
+        if spans.next().is_some() {
             return Ok(None);
         }
         let mut header = prefix;
         header.truncate(layout.data_start as usize);
         Ok(Some(GgufView { version: layout.version, alignment: layout.alignment, header, tensors }))
+    }
+
+    /// The GGUF layout of the original and the prefix it was read from, which grows from 64 KiB
+    /// until the header fits in it (at most `first` bytes, where the first tensor starts); None
+    /// when the original is not consistent GGUF.
+    fn gguf_layout(&self, first: u64) -> Result<Option<(gguf::Layout, Vec<u8>)>> {
+        let mut want = first.min(1 << 16);
+        loop {
+            let prefix = self.prefix_within_limit(want)?;
+            if !prefix.starts_with(gguf::MAGIC) {
+                return Ok(None);
+            }
+            match gguf::layout_from_prefix(&prefix, self.index.original_size) {
+                Ok(l) => return Ok(Some((l, prefix))),
+                Err(gguf::Stop::Short) if want < first => want = first.min(want.saturating_mul(4)),
+                Err(_) => return Ok(None),
+            }
+        }
+    }
+
+    /// [`Archive::original_prefix`], refused above the memory limit.
+    fn prefix_within_limit(&self, end: u64) -> Result<Vec<u8>> {
+        if end > self.memory_limit {
+            return Err(Error::Limit(format!(
+                "a GGUF header of more than {end} bytes, above the memory limit of {} bytes",
+                self.memory_limit
+            )));
+        }
+        self.original_prefix(end)
     }
 
     /// The original's bytes `[0, end)`: the residue, and the chunks of the entries that start
