@@ -48,9 +48,22 @@ fn expected(m: &Gguf) -> Vec<(String, String, Vec<u64>)> {
         .collect()
 }
 
+/// Compresses `f`, checks that it comes back, and that the archive's GGUF view (what loaders get
+/// through `brevis_archive_gguf_header`) is there exactly when the parser takes the file, with
+/// the file's header bytes and every tensor at its offset.
 fn round_trip(f: &[u8], opts: &brevis::Options) -> Vec<u8> {
     let a = brevis::compress(f, opts).unwrap();
     assert!(brevis::decompress(&a).unwrap() == f, "round trip of {} bytes changed them", f.len());
+    let view = brevis::Archive::open(&a).unwrap().gguf().unwrap();
+    match gguf::layout_from_prefix(f, f.len() as u64) {
+        Ok(l) => {
+            let v = view.expect("a GGUF file has a GGUF view");
+            assert!(v.header == f[..l.data_start as usize]);
+            let starts: Vec<u64> = v.tensors.iter().flatten().map(|t| l.data_start + t.data_offset).collect();
+            assert_eq!(starts, l.spans.iter().map(|s| s.start).collect::<Vec<_>>());
+        }
+        Err(e) => assert!(view.is_none(), "{e:?}: not GGUF for the parser, GGUF for the archive"),
+    }
     a
 }
 

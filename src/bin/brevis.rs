@@ -746,7 +746,7 @@ fn print_gguf(a: &brevis::Archive, archive_len: u64, out: &mut impl Write) -> br
     let Some(g) = a.gguf()? else { return Ok(()) };
     let payloads: u64 = (0..a.len()).map(|i| a.info(i).unwrap().compressed_bytes).sum();
     let index_frame = archive_len.saturating_sub(payloads + 48);
-    let in_index = a.index().tensors.first().is_none_or(|t| t.offset >= g.header.len() as u64);
+    let in_index = a.index().tensors.first().map_or(true, |t| t.offset >= g.header.len() as u64);
     let _ = writeln!(
         out,
         "\nGGUF v{}, alignment {}: header, metadata and tensor infos {} bytes, {}; index frame {} bytes",
