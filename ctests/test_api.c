@@ -341,6 +341,20 @@ static void test_archive(const unsigned char *orig, size_t n, const unsigned cha
     unsigned char one;
     EXPECT(BREVIS_ERROR_INVALID_ARGUMENT, brevis_archive_decode_tensor(a, count, &one, 1));
     EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_archive_decode_tensor(NULL, 0, &one, 1));
+    /* The GGUF calls on a file that is not GGUF (GGUF files: bindings/cpp/gguf_loader.cpp). */
+    brevis_gguf_header gh;
+    brevis_gguf_tensor_info gt;
+    memset(&gt, 0xab, sizeof gt);
+    if (n < 4 || memcmp(orig, "GGUF", 4) != 0) {
+        EXPECT(BREVIS_ERROR_NOT_FOUND, brevis_archive_gguf_header(a, &gh));
+        if (count > 0) EXPECT(BREVIS_ERROR_NOT_FOUND, brevis_archive_gguf_tensor_info(a, 0, &gt));
+    }
+    EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_archive_gguf_header(NULL, &gh));
+    EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_archive_gguf_header(a, NULL));
+    EXPECT(BREVIS_ERROR_INVALID_ARGUMENT, brevis_archive_gguf_tensor_info(a, count, &gt));
+    EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_archive_gguf_tensor_info(NULL, 0, &gt));
+    EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_archive_gguf_tensor_info(a, 0, NULL));
+    CHECK(gt.data_offset == 0xababababababababULL);
     brevis_archive_free(a);
     brevis_archive_free(NULL);
 

@@ -161,12 +161,18 @@ typedef struct {
     const char *name;
     size_t name_len;
     /**
-     * The dtype string, NUL-terminated: the safetensors dtype ("F32", "BF16", ...); for a GGUF
-     * tensor of a quantized or unknown ggml type, its ggml type name ("Q4_1", "GGML_TYPE_<id>").
+     * The dtype string, NUL-terminated: the safetensors dtype ("F32", "BF16", ...). For a GGUF
+     * tensor, its ggml type name: "F32", "F16", "BF16", "F64", "I8", "I16", "I32", "I64" (the
+     * same strings as the safetensors dtypes of the same layout), "Q4_0", "Q4_1", "Q5_0",
+     * "Q5_1", "Q8_0", "Q8_1", "Q2_K" to "Q8_K", "IQ2_XXS", ..., "TQ1_0", "TQ2_0", "MXFP4",
+     * "NVFP4", "Q1_0" (ggml's names), or "GGML_TYPE_<id>" for a type id this library does not
+     * know; `brevis_archive_gguf_tensor_info` gives the type id itself.
      */
     const char *dtype;
     /**
-     * Number of dimensions, and the `ndim` dimensions (NULL when `ndim` is 0).
+     * Number of dimensions, and the `ndim` dimensions (NULL when `ndim` is 0), slowest first,
+     * as in safetensors. For a GGUF tensor that is the reverse of its GGUF dimensions (`ne[]`,
+     * fastest first), which `brevis_archive_gguf_tensor_info` gives in GGUF order.
      */
     size_t ndim;
     const uint64_t *shape;
@@ -183,6 +189,57 @@ typedef struct {
      */
     uint64_t compressed_bytes;
 } brevis_tensor_info;
+
+/**
+ * The GGUF header of an archive's original (`brevis_archive_gguf_header`). Its pointer stays
+ * valid until the archive is freed.
+ */
+typedef struct {
+    /**
+     * The original file's bytes from its start to its data section: the GGUF header, the
+     * metadata key/values, the tensor infos and the alignment padding, exactly as in the file
+     * (what a GGUF parser such as llama.cpp's `gguf_init_from_file` reads).
+     */
+    const uint8_t *data;
+    /**
+     * Their length: the offset of the data section in the original file, a multiple of
+     * `alignment`. Tensor `i` starts `data_offset` bytes into the data section
+     * (`brevis_gguf_tensor_info`); `brevis_tensor_info.offset` is `size + data_offset`.
+     */
+    size_t size;
+    /**
+     * The GGUF version, 2 or 3.
+     */
+    uint32_t version;
+    /**
+     * The alignment of the data section and of every tensor offset: the `general.alignment`
+     * key, or 32 when it is absent.
+     */
+    uint64_t alignment;
+} brevis_gguf_header;
+
+/**
+ * What the GGUF tensor info of one tensor says (`brevis_archive_gguf_tensor_info`).
+ */
+typedef struct {
+    /**
+     * The ggml type id (`enum ggml_type` of ggml.h: 0 F32, 1 F16, 2 Q4_0, 3 Q4_1, 8 Q8_0,
+     * 30 BF16, ...), as the file records it, also for ids this library does not know.
+     */
+    uint32_t ggml_type;
+    /**
+     * Number of dimensions (0 to 4).
+     */
+    uint32_t n_dims;
+    /**
+     * The dimensions in GGUF order, fastest first (`ne[0]` is the row length); 1 past `n_dims`.
+     */
+    uint64_t ne[4];
+    /**
+     * The tensor's offset from the start of the data section, as the file records it.
+     */
+    uint64_t data_offset;
+} brevis_gguf_tensor_info;
 
 #ifdef __cplusplus
 extern "C" {
@@ -443,14 +500,43 @@ int brevis_archive_find(const brevis_archive *a, const char *name, size_t *index
 /**
  * Decodes tensor `index` into `dst[0..nbytes)` (`nbytes` from `brevis_tensor_info`; a smaller
  * `dst_capacity` fails with `BREVIS_ERROR_DST_TOO_SMALL`), reading only that tensor's chunks
- * and checking each against its checksum. The chunks decode in parallel in the handle's pool
- * (see `brevis_archive_open_with_options`); a tensor larger than the handle's memory limit
- * fails with `BREVIS_ERROR_LIMIT`. On error the contents of `dst` are unspecified.
+ * and checking each against its checksum. `dst` may have any alignment: the decoder writes
+ * bytes, so a loader passes the place the tensor takes in its own buffer (for a GGUF file,
+ * `data_offset` into a data section it aligned to `brevis_gguf_header.alignment`). The chunks
+ * decode in parallel in the handle's pool (see `brevis_archive_open_with_options`); a tensor
+ * larger than the handle's memory limit fails with `BREVIS_ERROR_LIMIT`. On error the contents
+ * of `dst` are unspecified.
  *
  * # Safety
  * `a` must be NULL or a live handle, `dst` valid for `dst_capacity` bytes (NULL when it is 0).
  */
 int brevis_archive_decode_tensor(const brevis_archive *a, size_t index, uint8_t *dst, size_t dst_capacity);
+
+/**
+ * Sets `*out` to the GGUF header of the archive's original: its bytes from the start of the
+ * file to the data section (held by the handle until `brevis_archive_free`), its version and
+ * alignment. `BREVIS_ERROR_NOT_FOUND` when the original is not a GGUF file whose tensors the
+ * archive holds one by one (a safetensors file, any other file, or a GGUF file that was coded
+ * as bytes). The first call on a handle may decode a little (thread-safe; later calls return
+ * the same bytes); `BREVIS_ERROR_LIMIT` when the header is larger than the handle's memory
+ * limit.
+ *
+ * # Safety
+ * `a` must be NULL or a live handle, `out` valid for a write.
+ */
+int brevis_archive_gguf_header(const brevis_archive *a, brevis_gguf_header *out);
+
+/**
+ * Describes tensor `index` (0 to count - 1, as for `brevis_archive_tensor_info`) as its GGUF
+ * tensor info does, in `*out`: ggml type id, dimensions in GGUF order, offset in the data
+ * section. `BREVIS_ERROR_INVALID_ARGUMENT` past the end; `BREVIS_ERROR_NOT_FOUND` when the
+ * original is not GGUF (see `brevis_archive_gguf_header`) or entry `index` is not a tensor (a
+ * byte region: its name and dtype are empty).
+ *
+ * # Safety
+ * `a` must be NULL or a live handle, `out` valid for a write.
+ */
+int brevis_archive_gguf_tensor_info(const brevis_archive *a, size_t index, brevis_gguf_tensor_info *out);
 
 /**
  * Releases an archive handle (not the bytes it borrows); NULL is a no-op.

@@ -9,6 +9,9 @@ use crate::{dsl, work, DecodeOptions};
 use rayon::prelude::*;
 use xxhash_rust::xxh3::xxh3_64;
 
+mod gguf;
+pub use gguf::{GgufTensor, GgufView};
+
 /// An opened archive: its index, and random access to each tensor.
 pub struct Archive<'a> {
     bytes: Source<'a>,

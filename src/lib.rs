@@ -27,7 +27,7 @@ pub mod synth;
 pub mod tensor;
 mod work;
 
-pub use archive::{Archive, TensorInfo};
+pub use archive::{Archive, GgufTensor, GgufView, TensorInfo};
 pub use compress::ProgramOverride;
 pub use error::{Error, Result};
 pub use file_meta::FileMeta;

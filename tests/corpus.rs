@@ -6,13 +6,7 @@ mod support;
 
 use std::path::{Path, PathBuf};
 use support::skip;
-
-fn corpus_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os("BREVIS_CORPUS")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/brevis-corpus")))?;
-    dir.is_dir().then_some(dir)
-}
+use support::tools::corpus_dir;
 
 fn files(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();

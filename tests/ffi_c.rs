@@ -1,6 +1,8 @@
 //! The C API from C and C++: ctests/test_api.c linked against the static library and, through the
 //! pkg-config file, the shared one; the same program under valgrind; the C++ loader example
-//! (bindings/cpp/loader.cpp), its delta path against a reference included. Needs a C compiler
+//! (bindings/cpp/loader.cpp), its delta path against a reference included; the C++ GGUF loader
+//! example (bindings/cpp/gguf_loader.cpp) on GGUF files built here and on the development set's
+//! (SKIPPED without the corpus). Needs a C compiler
 //! (`cc`, or `$CC`), pkg-config, valgrind, a C++ compiler and nm: each test that lacks one says
 //! SKIPPED (a failure under `BREVIS_REQUIRE_ALL=1`).
 
@@ -105,26 +107,8 @@ fn c_api_under_valgrind() {
 /// it, whose archive this library must also restore.
 #[test]
 fn cpp_loader_example() {
-    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
-    if !have(&cxx, &["--version"]) {
-        return skip(&format!("no C++ compiler ({cxx})"));
-    }
-    let lib = lib_dir();
     let tmp = tempfile::tempdir().unwrap();
-    let exe = tmp.path().join("loader");
-    run(
-        "c++ loader",
-        Command::new(&cxx)
-            .args(["-std=c++17", "-pthread", "-Wall", "-Wextra", "-Werror", "-O1", "-g", "-I"])
-            .arg(root().join("include"))
-            .arg(root().join("bindings/cpp/loader.cpp"))
-            .arg("-L")
-            .arg(&lib)
-            .arg("-lbrevis")
-            .arg(format!("-Wl,-rpath,{}", lib.display()))
-            .arg("-o")
-            .arg(&exe),
-    );
+    let Some(exe) = build_cpp_example("loader.cpp", tmp.path()) else { return };
     for (name, original) in [("fixture", std::fs::read(fixture()).unwrap()), ("small", small_checkpoint())] {
         let orig = write(tmp.path(), &format!("{name}.safetensors"), &original);
         let opts = brevis::Options { threads: 2, ..Default::default() };
@@ -141,6 +125,69 @@ fn cpp_loader_example() {
     let archive = std::fs::read(&arc).unwrap();
     assert!(brevis::Archive::open(&archive).unwrap().needs_reference());
     assert!(brevis::decompress_with_ref(&archive, &base, &Default::default()).unwrap() == tuned);
+}
+
+/// Builds a C++ example of bindings/cpp/ into `dir`; None (SKIPPED) without a C++ compiler.
+fn build_cpp_example(source: &str, dir: &std::path::Path) -> Option<std::path::PathBuf> {
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
+    if !have(&cxx, &["--version"]) {
+        skip(&format!("no C++ compiler ({cxx})"));
+        return None;
+    }
+    let lib = lib_dir();
+    let exe = dir.join(source.trim_end_matches(".cpp"));
+    run(
+        &format!("c++ {source}"),
+        Command::new(&cxx)
+            .args(["-std=c++17", "-pthread", "-Wall", "-Wextra", "-Werror", "-O1", "-g", "-I"])
+            .arg(root().join("include"))
+            .arg(root().join("bindings/cpp").join(source))
+            .arg("-L")
+            .arg(&lib)
+            .arg("-lbrevis")
+            .arg(format!("-Wl,-rpath,{}", lib.display()))
+            .arg("-o")
+            .arg(&exe),
+    );
+    Some(exe)
+}
+
+/// The llama.cpp-style GGUF loader: gets the header bytes from an archive, parses its tensor
+/// infos, decodes every tensor into place in an aligned data section and compares header and
+/// data section with the original file byte for byte: on GGUF files of every metadata value
+/// type, 0 to 4 dimensions, known, quantized and unknown ggml types, versions 2 and 3 and three
+/// alignments (one with a vocabulary that takes the header past 64 KiB), then on every file of
+/// the development set's gguf/ folder (SKIPPED without it).
+#[test]
+fn cpp_gguf_loader_example() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(exe) = build_cpp_example("gguf_loader.cpp", tmp.path()) else { return };
+    let opts = brevis::Options { threads: 2, ..Default::default() };
+    for (version, alignment, vocab) in [(3, 32, 10), (2, 64, 20000), (3, 8, 300)] {
+        let f = support::gguf::loader_model(version, alignment, vocab, 0).bytes();
+        let orig = write(tmp.path(), "m.gguf", &f);
+        let arc = write(tmp.path(), "m.brv", &brevis::compress(&f, &opts).unwrap());
+        let out =
+            run(&format!("gguf_loader v{version} alignment {alignment}"), Command::new(&exe).arg(&arc).arg(&orig));
+        assert!(out.contains("every byte matches") && out.contains("type 99"), "{out}");
+    }
+    let Some(dir) = corpus_dir().map(|d| d.join("gguf")).filter(|d| d.is_dir()) else {
+        return skip("no GGUF development set (build it with ../shared/corpus/fetch_gguf.py)");
+    };
+    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.path()).collect();
+    files.retain(|p| p.extension().is_some_and(|x| x == "gguf"));
+    files.sort();
+    assert!(!files.is_empty(), "no .gguf file in {}", dir.display());
+    // The fast level and a small sample: what is checked here is the loader's path, not sizes.
+    let fast = brevis::Options { level: brevis::Level::Fast, sample_elems: 1 << 14, ..opts };
+    for f in &files {
+        let arc = tmp.path().join("dev.brv");
+        brevis::compress_file(&std::fs::File::open(f).unwrap(), &mut std::fs::File::create(&arc).unwrap(), &fast)
+            .unwrap();
+        let out = run(&format!("gguf_loader {}", f.display()), Command::new(&exe).arg(&arc).arg(f));
+        assert!(out.contains("every byte matches"), "{}: {out}", f.display());
+        eprintln!("{}: {}", f.display(), out.lines().last().unwrap_or(""));
+    }
 }
 
 /// Every symbol the shared library exports is `brevis_`-prefixed.

@@ -48,9 +48,22 @@ fn expected(m: &Gguf) -> Vec<(String, String, Vec<u64>)> {
         .collect()
 }
 
+/// Compresses `f`, checks that it comes back, and that the archive's GGUF view (what loaders get
+/// through `brevis_archive_gguf_header`) is there exactly when the parser takes the file, with
+/// the file's header bytes and every tensor at its offset.
 fn round_trip(f: &[u8], opts: &brevis::Options) -> Vec<u8> {
     let a = brevis::compress(f, opts).unwrap();
     assert!(brevis::decompress(&a).unwrap() == f, "round trip of {} bytes changed them", f.len());
+    let view = brevis::Archive::open(&a).unwrap().gguf().unwrap();
+    match gguf::layout_from_prefix(f, f.len() as u64) {
+        Ok(l) => {
+            let v = view.expect("a GGUF file has a GGUF view");
+            assert!(v.header == f[..l.data_start as usize]);
+            let starts: Vec<u64> = v.tensors.iter().flatten().map(|t| l.data_start + t.data_offset).collect();
+            assert_eq!(starts, l.spans.iter().map(|s| s.start).collect::<Vec<_>>());
+        }
+        Err(e) => assert!(view.is_none(), "{e:?}: not GGUF for the parser, GGUF for the archive"),
+    }
     a
 }
 
@@ -126,6 +139,13 @@ fn a_large_vocabulary_is_parsed_and_kept() {
     assert_eq!(arch.info(arch.find("token_embd.weight").unwrap()).unwrap().dtype, "BF16");
     // The archive is much smaller than the file: the vocabulary is compressed, not stored.
     assert!((a.len() as u64) < m.data_start() / 2 + (f.len() as u64 - m.data_start()), "{} bytes", a.len());
+    // The header stays in the residue, coded whole in the index's frame: no entry starts before
+    // the data section, and the archive pays for it about what zstd -19 of the header costs.
+    assert!(arch.index().tensors.iter().all(|t| t.offset >= m.data_start()));
+    let tensors: u64 = (0..arch.len()).map(|i| arch.info(i).unwrap().compressed_bytes).sum();
+    let header_zstd = zstd::bulk::compress(&f[..m.data_start() as usize], 19).unwrap().len() as u64;
+    let meta = a.len() as u64 - tensors;
+    assert!(meta <= header_zstd + 2048, "header and index {meta} bytes, zstd -19 of the header {header_zstd}");
 }
 
 /// Byte offset of tensor info `k` in `m`'s header.
@@ -317,7 +337,8 @@ fn files_of_the_reference_writer_parse() {
     assert_eq!(got, [("F16", vec![2, 8], 32), ("Q8_0", vec![1, 32], 34), ("F32", vec![3], 12)]);
 }
 
-/// `brevis inspect` lists GGUF tensors with their ggml type names and shapes (slowest first).
+/// `brevis inspect` lists GGUF tensors with their ggml type names and shapes (slowest first),
+/// then the GGUF header and the tensors by ggml type.
 #[test]
 fn inspect_shows_ggml_types() {
     let dir = tempfile::tempdir().unwrap();
@@ -338,6 +359,17 @@ fn inspect_shows_ggml_types() {
         let line = listing.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("{name}:\n{listing}"));
         let cols: Vec<&str> = line.split_whitespace().collect();
         assert_eq!((cols[1], cols[2..].join(" ").starts_with(shape)), (dtype, true), "{line}");
+    }
+    // The GGUF summary: version, alignment, header size, and the tensors by ggml type id.
+    let head = format!(
+        "GGUF v{}, alignment {}: header, metadata and tensor infos {} bytes, kept in the index",
+        m.version,
+        m.alignment,
+        m.data_start()
+    );
+    assert!(listing.contains(&head), "{listing}");
+    for (id, name) in [(1, "F16"), (8, "Q8_0"), (12, "Q4_K")] {
+        assert!(listing.contains(&format!("ggml type {id:>2} {name:<8}     1 tensors")), "{id}:\n{listing}");
     }
     run(&["verify", "m.gguf.brv", "m.gguf"]);
 }

@@ -9,12 +9,7 @@
 // Build: c++ -std=c++17 loader.cpp $(pkg-config --cflags --libs brevis)   (see README.md)
 // Built and run by tests/ffi_c.rs.
 
-#include <brevis.h>
-
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include "brevis_cpp.hpp"
 
 #include <atomic>
 #include <cinttypes>
@@ -29,65 +24,10 @@
 
 namespace {
 
+using namespace brevis_examples;
+
 // Alignment of each tensor buffer: what SIMD kernels and GPU uploads want.
 constexpr size_t kAlign = 64;
-
-struct brevis_error : std::runtime_error {
-    int code;
-    brevis_error(const std::string &what, int c)
-        : std::runtime_error(what + ": " + brevis_error_string(c)), code(c) {}
-};
-
-void check(int rc, const char *what) {
-    if (rc != BREVIS_OK) throw brevis_error(what, rc);
-}
-
-// A read-only memory map of a whole file.
-class mapped_file {
-  public:
-    explicit mapped_file(const char *path) {
-        int fd = open(path, O_RDONLY);
-        if (fd < 0) throw std::runtime_error(std::string("cannot open ") + path);
-        struct stat st;
-        if (fstat(fd, &st) != 0) {
-            close(fd);
-            throw std::runtime_error(std::string("cannot stat ") + path);
-        }
-        size_ = static_cast<size_t>(st.st_size);
-        if (size_ > 0) {
-            void *p = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-            if (p == MAP_FAILED) {
-                close(fd);
-                throw std::runtime_error(std::string("cannot map ") + path);
-            }
-            data_ = static_cast<const uint8_t *>(p);
-        }
-        close(fd);
-    }
-    ~mapped_file() {
-        if (data_) munmap(const_cast<uint8_t *>(data_), size_);
-    }
-    mapped_file(const mapped_file &) = delete;
-    mapped_file &operator=(const mapped_file &) = delete;
-    const uint8_t *data() const { return data_; }
-    size_t size() const { return size_; }
-
-  private:
-    const uint8_t *data_ = nullptr;
-    size_t size_ = 0;
-};
-
-// The archive handle; it borrows the mapped bytes, which outlive it.
-struct archive_deleter {
-    void operator()(brevis_archive *a) const { brevis_archive_free(a); }
-};
-using archive_ptr = std::unique_ptr<brevis_archive, archive_deleter>;
-
-archive_ptr open_archive(const mapped_file &f) {
-    brevis_archive *a = nullptr;
-    check(brevis_archive_open(f.data(), f.size(), &a), "opening the archive");
-    return archive_ptr(a);
-}
 
 struct aligned_free {
     void operator()(uint8_t *p) const { std::free(p); }

@@ -1,5 +1,5 @@
-//! Arbitrary bytes as an archive: decoding must return an error or the original, never panic,
-//! and never allocate beyond the memory limit.
+//! Arbitrary bytes as an archive: decoding (the whole file, a few tensors, the GGUF view) must
+//! return an error or the original, never panic, and never allocate beyond the memory limit.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 
@@ -11,5 +11,6 @@ fuzz_target!(|data: &[u8]| {
         for i in 0..a.len().min(8) {
             let _ = a.decode_tensor(i);
         }
+        let _ = a.gguf();
     }
 });

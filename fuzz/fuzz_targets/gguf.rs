@@ -1,7 +1,8 @@
 //! The tolerant GGUF parser on arbitrary bytes: never panics; what it accepts is a set of
 //! in-range, non-overlapping spans after the data start; and any prefix of the input gives the
 //! same answer as the whole, or asks for more. A file it accepts (the seeds' descendants) is
-//! compressed and must decompress to the same bytes.
+//! compressed and must decompress to the same bytes, and the archive's GGUF view
+//! (`Archive::gguf`) must give back its header bytes and every tensor at its offset.
 #![no_main]
 use brevis::tensor::gguf::{layout, layout_from_prefix, Stop};
 use libfuzzer_sys::fuzz_target;
@@ -18,6 +19,12 @@ fuzz_target!(|data: &[u8]| {
         let opts = brevis::Options { threads: 1, chunk_bytes: 64 + data.len() % 200, ..Default::default() };
         let archive = brevis::compress(data, &opts).expect("compress never fails on a file in memory");
         assert_eq!(brevis::decompress(&archive).expect("own archive decodes"), data);
+        // A loader's view of the archive: the header bytes and each tensor at its place.
+        let a = brevis::Archive::open(&archive).expect("own archive opens");
+        let g = a.gguf().expect("own archive reads").expect("a GGUF original");
+        assert_eq!(g.header, &data[..l.data_start as usize]);
+        let offsets: Vec<u64> = g.tensors.iter().flatten().map(|t| l.data_start + t.data_offset).collect();
+        assert_eq!(offsets, l.spans.iter().map(|s| s.start).collect::<Vec<_>>());
     }
     assert_ne!(whole, Err(Stop::Short), "the whole file cannot be short");
     let cut = data.len() / 2;

@@ -490,6 +490,38 @@ fn decode_options(threads: usize, memory_limit: Option<u64>, in_memory: bool) ->
     brevis::DecodeOptions { threads, memory_limit: memory_limit.unwrap_or(fallback), ..d }
 }
 
+/// For an archive of a GGUF file: its version, alignment and header (kept in the index, or in
+/// entries when it was too large), what the index frame costs, and the tensors by ggml type.
+fn print_gguf(a: &brevis::Archive, archive_len: u64, out: &mut impl Write) -> brevis::Result<()> {
+    let Some(g) = a.gguf()? else { return Ok(()) };
+    let payloads: u64 = (0..a.len()).map(|i| a.info(i).unwrap().compressed_bytes).sum();
+    let index_frame = archive_len.saturating_sub(payloads + 48);
+    let in_index = a.index().tensors.first().map_or(true, |t| t.offset >= g.header.len() as u64);
+    let _ = writeln!(
+        out,
+        "\nGGUF v{}, alignment {}: header, metadata and tensor infos {} bytes, {}; index frame {} bytes",
+        g.version,
+        g.alignment,
+        g.header.len(),
+        if in_index { "kept in the index" } else { "coded as byte entries" },
+        index_frame
+    );
+    let mut types: BTreeMap<u32, (&str, usize, u64, u64)> = BTreeMap::new();
+    for (i, t) in g.tensors.iter().enumerate() {
+        if let Some(t) = t {
+            let info = a.info(i).unwrap();
+            let e = types.entry(t.ggml_type).or_insert((info.dtype, 0, 0, 0));
+            (e.1, e.2, e.3) = (e.1 + 1, e.2 + info.nbytes, e.3 + info.compressed_bytes);
+        }
+    }
+    for (id, (name, n, bytes, stored)) in types {
+        let pct = if bytes == 0 { 0.0 } else { 100.0 * stored as f64 / bytes as f64 };
+        let _ =
+            writeln!(out, "  ggml type {id:>2} {name:<8} {n:>5} tensors {bytes:>12} -> {stored:>12} bytes ({pct:.2}%)");
+    }
+    Ok(())
+}
+
 fn print_programs(path: &Path, file: &std::fs::File) -> Result<(), String> {
     let name = |e: brevis::Error| format!("{}: {e}", path.display());
     let archive = brevis::source::Source::file(file).map_err(name)?;
@@ -557,6 +589,7 @@ fn print_programs(path: &Path, file: &std::fs::File) -> Result<(), String> {
             m.mode, m.mtime, m.mtime_nanos
         );
     }
+    print_gguf(&a, archive.len(), &mut stdout).map_err(name)?;
     let _ = writeln!(stdout, "\nprogram shapes:");
     for (shape, (n, o, c)) in &shapes {
         let _ = writeln!(stdout, "  {n:>5} tensors  {:>6.2}%  {shape}", pct(*c, *o));

@@ -11,6 +11,12 @@ use crate::tensor::{gguf, safetensors, DType};
 /// Gaps between tensors and trailing data up to this size stay in the residue (kept in the
 /// index's zstd frame); longer ones are coded as byte streams.
 const RESIDUE_MAX: u64 = 64 << 10;
+/// A GGUF header (everything before the data section: key/values, tokenizer, tensor infos,
+/// padding) up to this size stays in the residue, as a safetensors header does: the index's
+/// zstd frame codes it whole (its string tables repeat across the 1 MiB chunks of a byte
+/// stream), and a loader gets it from the index without decoding a chunk. Larger ones are byte
+/// streams (the index must stay below `container::MAX_META_BYTES`).
+const GGUF_HEADER_RESIDUE_MAX: u64 = 16 << 20;
 
 /// One entry of the plan: a tensor, or a byte region coded as a stream.
 ///
@@ -73,7 +79,8 @@ pub(crate) fn plan<'a>(input: Source<'a>, refs: Option<&'a Reference>, memory_li
         Ok(())
     };
     // A safetensors length prefix and JSON header always stay in the residue: the index
-    // describes the header's tensors by reference to it. A GGUF header is a region like the gaps.
+    // describes the header's tensors by reference to it. So does a GGUF header of at most
+    // `GGUF_HEADER_RESIDUE_MAX` bytes (a larger one is a region like the gaps).
     let mut pos = if spans.is_empty() { 0 } else { header_end };
     for s in &spans {
         gap(&mut jobs, pos, s.start)?;
@@ -133,24 +140,26 @@ struct Layout {
 fn layout_of(input: Source, memory_limit: u64) -> Result<Layout> {
     if input.len() >= 4 && input.read(0, 4)?[..] == gguf::MAGIC[..] {
         // A safetensors file cannot start so: its header would be 1.2 GB long.
-        let spans = gguf_layout_of(input, memory_limit)?;
-        return Ok(Layout { spans, header_end: 0, from_header: false });
+        let (spans, data_start) = gguf_layout_of(input, memory_limit)?;
+        let header_end = if data_start <= GGUF_HEADER_RESIDUE_MAX { data_start } else { 0 };
+        return Ok(Layout { spans, header_end, from_header: false });
     }
     let (spans, header_end) = safetensors_layout_of(input, memory_limit)?;
     Ok(Layout { spans, header_end, from_header: true })
 }
 
-/// The tensor spans of a GGUF file, read from a prefix that grows until the header fits
-/// (empty when it is not consistent GGUF, or its header needs more than `memory_limit`).
-fn gguf_layout_of(input: Source, memory_limit: u64) -> Result<Vec<safetensors::TensorSpan>> {
+/// The tensor spans of a GGUF file and where its data section starts, read from a prefix that
+/// grows until the header fits (no spans when it is not consistent GGUF, or its header needs
+/// more than `memory_limit`).
+fn gguf_layout_of(input: Source, memory_limit: u64) -> Result<(Vec<safetensors::TensorSpan>, u64)> {
     let cap = input.len().min(memory_limit.max(1 << 16));
     let mut want = cap.min(1 << 16);
     loop {
         let prefix = input.read(0, want as usize)?;
         match gguf::layout_from_prefix(&prefix, input.len()) {
-            Ok(l) => return Ok(l.spans),
+            Ok(l) => return Ok((l.spans, l.data_start)),
             Err(gguf::Stop::Short) if want < cap => want = cap.min(want.saturating_mul(4)),
-            Err(_) => return Ok(Vec::new()),
+            Err(_) => return Ok((Vec::new(), 0)),
         }
     }
 }

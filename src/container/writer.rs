@@ -46,7 +46,7 @@ pub fn header() -> [u8; HEADER_LEN] {
 pub fn meta_and_footer(index: &Index) -> Result<Vec<u8>> {
     let mut meta_raw = Vec::new();
     index.write(&mut meta_raw);
-    let mut out = zstd::bulk::Compressor::with_dictionary(META_LEVEL, META_DICT)?.compress(&meta_raw)?;
+    let mut out = meta_frame(&meta_raw)?;
     let meta_len = out.len() as u64;
     let meta_hash = xxh3_64(&out);
     out.extend_from_slice(&meta_len.to_le_bytes());
@@ -54,6 +54,23 @@ pub fn meta_and_footer(index: &Index) -> Result<Vec<u8>> {
     out.extend_from_slice(&meta_hash.to_le_bytes());
     out.extend_from_slice(&END_MAGIC);
     Ok(out)
+}
+
+/// A meta over this size is also compressed without the dictionary, and the smaller frame kept.
+const META_PLAIN_MIN: usize = 64 << 10;
+
+/// The zstd frame of the meta: with `META_DICT`, which helps a small safetensors header; a large
+/// meta (a GGUF header with its tokenizer, in the residue) is also tried without it, since zstd's
+/// optimal parser codes a large input with a dictionary loaded a fifth worse. Either frame has
+/// dictionary ID 0 and decodes with the dictionary loaded (a frame that never refers to it
+/// ignores it), so readers need not know which was kept.
+fn meta_frame(meta_raw: &[u8]) -> Result<Vec<u8>> {
+    let with = zstd::bulk::Compressor::with_dictionary(META_LEVEL, META_DICT)?.compress(meta_raw)?;
+    if meta_raw.len() <= META_PLAIN_MIN {
+        return Ok(with);
+    }
+    let plain = zstd::bulk::compress(meta_raw, META_LEVEL)?;
+    Ok(if plain.len() < with.len() { plain } else { with })
 }
 
 /// Assembles an archive in memory: header, payloads (in index order, as the index's chunk

@@ -1,7 +1,8 @@
 //! `brevis_archive`: random access to the tensors of an archive, for loaders.
 
 use super::*;
-use crate::Archive;
+use crate::{Archive, GgufView};
+use std::sync::OnceLock;
 
 /// An opened archive. It borrows the archive bytes given to `brevis_archive_open`, which must
 /// stay valid and unchanged until `brevis_archive_free`. Once opened it is never modified: any
@@ -17,6 +18,8 @@ pub struct brevis_archive {
     /// hand out C strings that live as long as the handle.
     names: Vec<Box<[u8]>>,
     dtypes: Vec<Box<[u8]>>,
+    /// The GGUF view of the original (None: not GGUF), made on first use.
+    gguf: OnceLock<Result<Option<GgufView>, Status>>,
 }
 
 /// What the archive's index says about one tensor. Its pointers stay valid until the archive is
@@ -28,10 +31,16 @@ pub struct brevis_tensor_info {
     /// appear as tensors with an empty name and an empty dtype.
     pub name: *const c_char,
     pub name_len: usize,
-    /// The dtype string, NUL-terminated: the safetensors dtype ("F32", "BF16", ...); for a GGUF
-    /// tensor of a quantized or unknown ggml type, its ggml type name ("Q4_1", "GGML_TYPE_<id>").
+    /// The dtype string, NUL-terminated: the safetensors dtype ("F32", "BF16", ...). For a GGUF
+    /// tensor, its ggml type name: "F32", "F16", "BF16", "F64", "I8", "I16", "I32", "I64" (the
+    /// same strings as the safetensors dtypes of the same layout), "Q4_0", "Q4_1", "Q5_0",
+    /// "Q5_1", "Q8_0", "Q8_1", "Q2_K" to "Q8_K", "IQ2_XXS", ..., "TQ1_0", "TQ2_0", "MXFP4",
+    /// "NVFP4", "Q1_0" (ggml's names), or "GGML_TYPE_<id>" for a type id this library does not
+    /// know; `brevis_archive_gguf_tensor_info` gives the type id itself.
     pub dtype: *const c_char,
-    /// Number of dimensions, and the `ndim` dimensions (NULL when `ndim` is 0).
+    /// Number of dimensions, and the `ndim` dimensions (NULL when `ndim` is 0), slowest first,
+    /// as in safetensors. For a GGUF tensor that is the reverse of its GGUF dimensions (`ne[]`,
+    /// fastest first), which `brevis_archive_gguf_tensor_info` gives in GGUF order.
     pub ndim: usize,
     pub shape: *const u64,
     /// Size of the tensor's data, in bytes: what `brevis_archive_decode_tensor` writes.
@@ -40,6 +49,39 @@ pub struct brevis_tensor_info {
     pub offset: u64,
     /// Bytes of the archive that the tensor's data takes.
     pub compressed_bytes: u64,
+}
+
+/// The GGUF header of an archive's original (`brevis_archive_gguf_header`). Its pointer stays
+/// valid until the archive is freed.
+#[repr(C)]
+pub struct brevis_gguf_header {
+    /// The original file's bytes from its start to its data section: the GGUF header, the
+    /// metadata key/values, the tensor infos and the alignment padding, exactly as in the file
+    /// (what a GGUF parser such as llama.cpp's `gguf_init_from_file` reads).
+    pub data: *const u8,
+    /// Their length: the offset of the data section in the original file, a multiple of
+    /// `alignment`. Tensor `i` starts `data_offset` bytes into the data section
+    /// (`brevis_gguf_tensor_info`); `brevis_tensor_info.offset` is `size + data_offset`.
+    pub size: usize,
+    /// The GGUF version, 2 or 3.
+    pub version: u32,
+    /// The alignment of the data section and of every tensor offset: the `general.alignment`
+    /// key, or 32 when it is absent.
+    pub alignment: u64,
+}
+
+/// What the GGUF tensor info of one tensor says (`brevis_archive_gguf_tensor_info`).
+#[repr(C)]
+pub struct brevis_gguf_tensor_info {
+    /// The ggml type id (`enum ggml_type` of ggml.h: 0 F32, 1 F16, 2 Q4_0, 3 Q4_1, 8 Q8_0,
+    /// 30 BF16, ...), as the file records it, also for ids this library does not know.
+    pub ggml_type: u32,
+    /// Number of dimensions (0 to 4).
+    pub n_dims: u32,
+    /// The dimensions in GGUF order, fastest first (`ne[0]` is the row length); 1 past `n_dims`.
+    pub ne: [u64; 4],
+    /// The tensor's offset from the start of the data section, as the file records it.
+    pub data_offset: u64,
 }
 
 fn c_string(s: &str) -> Box<[u8]> {
@@ -114,7 +156,7 @@ fn open(src: &'static [u8], decode: &crate::DecodeOptions) -> Result<brevis_arch
             Some(pool)
         }
     };
-    Ok(brevis_archive { archive, memory_limit: decode.memory_limit, pool, names, dtypes })
+    Ok(brevis_archive { archive, memory_limit: decode.memory_limit, pool, names, dtypes, gguf: OnceLock::new() })
 }
 
 /// The number of tensors in the archive (0 for NULL).
@@ -181,9 +223,12 @@ pub unsafe extern "C" fn brevis_archive_find(
 
 /// Decodes tensor `index` into `dst[0..nbytes)` (`nbytes` from `brevis_tensor_info`; a smaller
 /// `dst_capacity` fails with `BREVIS_ERROR_DST_TOO_SMALL`), reading only that tensor's chunks
-/// and checking each against its checksum. The chunks decode in parallel in the handle's pool
-/// (see `brevis_archive_open_with_options`); a tensor larger than the handle's memory limit
-/// fails with `BREVIS_ERROR_LIMIT`. On error the contents of `dst` are unspecified.
+/// and checking each against its checksum. `dst` may have any alignment: the decoder writes
+/// bytes, so a loader passes the place the tensor takes in its own buffer (for a GGUF file,
+/// `data_offset` into a data section it aligned to `brevis_gguf_header.alignment`). The chunks
+/// decode in parallel in the handle's pool (see `brevis_archive_open_with_options`); a tensor
+/// larger than the handle's memory limit fails with `BREVIS_ERROR_LIMIT`. On error the contents
+/// of `dst` are unspecified.
 ///
 /// # Safety
 /// `a` must be NULL or a live handle, `dst` valid for `dst_capacity` bytes (NULL when it is 0).
@@ -210,6 +255,74 @@ pub unsafe extern "C" fn brevis_archive_decode_tensor(
             Some(pool) => pool.install(|| a.archive.decode_tensor_into(index, dst)),
             None => a.archive.decode_tensor_into(index, dst),
         }?;
+        Ok(())
+    })
+}
+
+/// The GGUF view of the handle's original, made on the first call (it decodes the bytes before
+/// the first tensor that the index does not hold: usually none).
+fn gguf_view(a: &brevis_archive) -> Result<&GgufView, Status> {
+    let view = a.gguf.get_or_init(|| a.archive.gguf().map_err(Status::from));
+    view.as_ref().map_err(|&e| e)?.as_ref().ok_or(BREVIS_ERROR_NOT_FOUND)
+}
+
+/// Sets `*out` to the GGUF header of the archive's original: its bytes from the start of the
+/// file to the data section (held by the handle until `brevis_archive_free`), its version and
+/// alignment. `BREVIS_ERROR_NOT_FOUND` when the original is not a GGUF file whose tensors the
+/// archive holds one by one (a safetensors file, any other file, or a GGUF file that was coded
+/// as bytes). The first call on a handle may decode a little (thread-safe; later calls return
+/// the same bytes); `BREVIS_ERROR_LIMIT` when the header is larger than the handle's memory
+/// limit.
+///
+/// # Safety
+/// `a` must be NULL or a live handle, `out` valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn brevis_archive_gguf_header(a: *const brevis_archive, out: *mut brevis_gguf_header) -> c_int {
+    guard(|| {
+        // SAFETY (both): by the caller's contract.
+        let a = unsafe { a.as_ref() }.ok_or(BREVIS_ERROR_NULL_POINTER)?;
+        let out = unsafe { out_ref(out) }?;
+        let g = gguf_view(a)?;
+        *out = brevis_gguf_header {
+            data: g.header.as_ptr(),
+            size: g.header.len(),
+            version: g.version,
+            alignment: g.alignment,
+        };
+        Ok(())
+    })
+}
+
+/// Describes tensor `index` (0 to count - 1, as for `brevis_archive_tensor_info`) as its GGUF
+/// tensor info does, in `*out`: ggml type id, dimensions in GGUF order, offset in the data
+/// section. `BREVIS_ERROR_INVALID_ARGUMENT` past the end; `BREVIS_ERROR_NOT_FOUND` when the
+/// original is not GGUF (see `brevis_archive_gguf_header`) or entry `index` is not a tensor (a
+/// byte region: its name and dtype are empty).
+///
+/// # Safety
+/// `a` must be NULL or a live handle, `out` valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn brevis_archive_gguf_tensor_info(
+    a: *const brevis_archive,
+    index: usize,
+    out: *mut brevis_gguf_tensor_info,
+) -> c_int {
+    guard(|| {
+        // SAFETY (both): by the caller's contract.
+        let a = unsafe { a.as_ref() }.ok_or(BREVIS_ERROR_NULL_POINTER)?;
+        let out = unsafe { out_ref(out) }?;
+        if index >= a.archive.len() {
+            return Err(BREVIS_ERROR_INVALID_ARGUMENT);
+        }
+        let t = gguf_view(a)?.tensors[index].as_ref().ok_or(BREVIS_ERROR_NOT_FOUND)?;
+        let mut ne = [1u64; 4];
+        ne[..t.dims.len()].copy_from_slice(&t.dims);
+        *out = brevis_gguf_tensor_info {
+            ggml_type: t.ggml_type,
+            n_dims: t.dims.len() as u32,
+            ne,
+            data_offset: t.data_offset,
+        };
         Ok(())
     })
 }

@@ -94,6 +94,16 @@ pub fn dtype_of(id: u32) -> DType {
     }
 }
 
+/// The ggml type id of a GGUF tensor's dtype name (what [`dtype_of`] gives): the inverse of
+/// `dtype_of(id).name()`; None for a name no ggml type has.
+pub fn type_id(dtype: &str) -> Option<u32> {
+    if let Some(t) = TYPES.iter().find(|t| t.1 == dtype) {
+        return Some(t.0);
+    }
+    let id: u32 = dtype.strip_prefix("GGML_TYPE_")?.parse().ok()?;
+    (ggml_type(id).is_none() && dtype_of(id).name() == dtype).then_some(id)
+}
+
 /// Why the parser stopped.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Stop {
@@ -325,4 +335,19 @@ fn spans(infos: Vec<Info>, data_start: u64, file_len: u64) -> Result<Vec<TensorS
         }
     }
     Ok(spans)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn type_ids_come_back_from_dtype_names() {
+        for id in 0..200 {
+            assert_eq!(type_id(dtype_of(id).name()), Some(id), "{id}");
+        }
+        for name in ["", "U8", "BOOL", "F8_E4M3", "GGML_TYPE_0", "GGML_TYPE_+99", "GGML_TYPE_099", "q4_1"] {
+            assert_eq!(type_id(name), None, "{name}");
+        }
+    }
 }

@@ -234,3 +234,24 @@ pub fn q8_0_bytes(w: &[f64]) -> Vec<u8> {
     }
     out
 }
+
+/// A model for loaders: every metadata value type and a vocabulary of `vocab` tokens, tensors
+/// of 0 to 4 dimensions in F32, F16, BF16, I32, Q8_0, Q4_K (bytes of its block layout), and one
+/// of an unknown type id (99, which extends to the next tensor); `pad` bytes between them.
+pub fn loader_model(version: u32, alignment: u64, vocab: usize, pad: u8) -> Gguf {
+    let mut rng = Rng(version as u64 * 7919 + alignment + vocab as u64);
+    let mut m = Gguf::new(version, alignment);
+    m.pad = pad;
+    m.kv.extend(every_value_type());
+    let tokens = (0..vocab).map(|i| Value::Str(format!("tok{i}_{}", "ab".repeat(i % 7)))).collect();
+    m.kv.push(("tokenizer.ggml.big_vocab".into(), Value::Array(8, tokens)));
+    m.tensor("token_embd.weight", &[64, 96], 30, bf16_bytes(&weights(&mut rng, 64 * 96, 0.05)));
+    m.tensor("blk.0.attn_q.weight", &[32, 8, 3], 1, f16_bytes(&weights(&mut rng, 32 * 8 * 3, 0.02)));
+    m.tensor("blk.0.attn_norm.weight", &[33], 0, f32_bytes(&weights(&mut rng, 33, 1.0)));
+    m.tensor("blk.0.ffn_down.weight", &[64, 16], 8, q8_0_bytes(&weights(&mut rng, 64 * 16, 0.03)));
+    m.tensor("blk.0.ffn_up.weight", &[256, 2, 1, 2], 12, rng.bytes(4 * 144));
+    m.tensor("rope.scale", &[], 0, f32_bytes(&[0.5]));
+    m.tensor("blk.0.mystery", &[10], 99, rng.bytes(37));
+    m.tensor("pos_ids", &[40], 26, (0..40i32).flat_map(|i| i.to_le_bytes()).collect());
+    m
+}

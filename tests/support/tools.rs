@@ -16,6 +16,14 @@ pub fn fixture() -> PathBuf {
     root().join("tests/fixtures/silero_vad_16k.safetensors")
 }
 
+/// The development corpus (`$BREVIS_CORPUS`, default `~/.cache/brevis-corpus`), when it exists.
+pub fn corpus_dir() -> Option<PathBuf> {
+    let dir = std::env::var_os("BREVIS_CORPUS")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/brevis-corpus")))?;
+    dir.is_dir().then_some(dir)
+}
+
 /// Where this test run's libbrevis.so and libbrevis.a are: next to the test executable
 /// (`target/<profile>/deps/`, where cargo builds the library for its tests; `target/<profile>/`
 /// only gets a copy on `cargo build`, which may be older or built without the test features).
