@@ -12,8 +12,14 @@ built-in exception: ValueError, KeyError, OSError).
     delta = brevis.compress_with_ref(finetuned, base)      # against the base checkpoint
     assert brevis.decompress_with_ref(delta, base) == finetuned
 
-The library is found through $BREVIS_LIBRARY (a path to libbrevis.so), else the system's search
-path (ctypes.util.find_library), else the repository's target/release/.
+Installed with `pip install ./bindings/python`, the package carries its own libbrevis.so. The
+library is found through $BREVIS_LIBRARY (a path to libbrevis.so), else the one inside the
+package, else the system's search path (ctypes.util.find_library), else the repository's
+target/release/ (running from a checkout).
+
+Arrays: `brevis.numpy` and `brevis.torch` mirror `safetensors.numpy` / `safetensors.torch`
+(load_file, save_file, load, save); `brevis.safe_open(path, framework="np"|"pt")` decodes one
+tensor at a time; `brevis.load_folder(path)` loads a whole folder of archives.
 """
 
 import ctypes
@@ -26,18 +32,23 @@ __all__ = [
     "compress_with_ref", "decompress_with_ref",
     "version", "Archive", "TensorInfo", "BrevisError", "InvalidArgumentError", "BufferTooSmallError",
     "CorruptArchiveError", "UnsupportedArchiveError", "ChecksumError", "LimitError", "BrevisIOError",
-    "TensorNotFoundError", "InternalError",
+    "TensorNotFoundError", "InternalError", "safe_open", "load_folder",
 ]
 
 
 def _load():
-    path = os.environ.get("BREVIS_LIBRARY")
-    if not path:
-        path = ctypes.util.find_library("brevis")
-    if not path:
-        here = os.path.dirname(os.path.abspath(__file__))
-        path = os.path.join(here, "..", "..", "target", "release", "libbrevis.so")
-    return ctypes.CDLL(path)
+    here = os.path.dirname(os.path.abspath(__file__))
+    candidates = [
+        os.environ.get("BREVIS_LIBRARY"),
+        os.path.join(here, "libbrevis.so"),
+        ctypes.util.find_library("brevis"),
+        os.path.join(here, "..", "..", "..", "target", "release", "libbrevis.so"),
+    ]
+    for path in candidates:
+        if path and (os.path.isfile(path) or not os.path.isabs(path)):
+            return ctypes.CDLL(path)
+    raise ImportError("libbrevis.so not found: install the package (pip install ./bindings/python), "
+                      "set BREVIS_LIBRARY, or run `cargo build --release` in the repository")
 
 
 _lib = _load()
@@ -359,3 +370,20 @@ class Archive:
         buf = bytearray(self._infos[i].nbytes)
         self.read_into(i, buf)
         return bytes(buf)
+
+
+def safe_open(path, framework="np", device="cpu"):
+    """Opens the archive at `path` like `safetensors.safe_open`: keys(), metadata(),
+    get_tensor(name) (decodes that tensor only). framework: "np"/"numpy" or "pt"/"torch"."""
+    from ._arrays import SafeOpen
+
+    return SafeOpen(path, framework, device)
+
+
+def load_folder(path, framework="np", device="cpu"):
+    """Every tensor of a model folder (as written by `brevis compress -r`): the tensors of each
+    `*.safetensors.brv` archive and each plain `*.safetensors` file under `path`, as one dict
+    name -> array (numpy, or torch with framework="pt"). A name found in two files is an error."""
+    from ._arrays import load_folder as _load_folder
+
+    return _load_folder(path, framework, device)
