@@ -270,9 +270,10 @@ def decompress_with_ref(archive, reference, *, threads=None, verify=None, memory
         archive, len(archive), reference, len(reference), dst, size, o, n))
 
 
-def compress_file(src, dst, *, threads=None, chunk_bytes=None, sample_elems=None):
-    """Compresses the file `src` into the archive `dst` (replaced atomically)."""
-    with _Options({"threads": threads, "chunk_bytes": chunk_bytes, "sample_elems": sample_elems}) as o:
+def compress_file(src, dst, *, threads=None, chunk_bytes=None, sample_elems=None, level=None):
+    """Compresses the file `src` into the archive `dst` (replaced atomically); `level` as in compress."""
+    settings = {"threads": threads, "chunk_bytes": chunk_bytes, "sample_elems": sample_elems, "level": _level(level)}
+    with _Options(settings) as o:
         _check(_compress_file(os.fsencode(src), os.fsencode(dst), o), f"compress_file({src!r})")
 
 
