@@ -40,6 +40,8 @@ def build_library():
 
 class BuildWithLibrary(build_py):
     def run(self):
+        # A build folder left by an earlier build may hold modules since removed: start clean.
+        shutil.rmtree(os.path.join(self.build_lib, "brevis"), ignore_errors=True)
         super().run()
         library = build_library()
         package = os.path.join(self.build_lib, "brevis")
