@@ -24,6 +24,7 @@ tensor at a time; `brevis.load_folder(path)` loads a whole folder of archives.
 
 import ctypes
 import ctypes.util
+import mmap
 import os
 from collections import namedtuple
 
@@ -189,6 +190,15 @@ def _bytes(data):
     return data if isinstance(data, bytes) else bytes(data)
 
 
+def _in_place(data):
+    """What the library reads an archive from: bytes as they are; an mmap.mmap without a copy
+    (its pages are read as tensors are decoded; open it with ACCESS_COPY, and keep the file
+    unchanged while in use); anything else copied to bytes."""
+    if isinstance(data, mmap.mmap) and len(data):
+        return (ctypes.c_char * len(data)).from_buffer(data)
+    return _bytes(data)
+
+
 def version():
     """The library's version, "MAJOR.MINOR.PATCH"."""
     return _version().decode()
@@ -289,15 +299,15 @@ TensorInfo = namedtuple("TensorInfo", "name dtype shape nbytes offset compressed
 class Archive:
     """Random access to the tensors of an archive, one at a time.
 
-    Holds a reference to `data` (the library reads it in place). Use as a context manager, or
-    call close(). Mapping-like: len(a), iter(a) (names), name in a, a[name] -> bytes.
+    Holds a reference to `data` (the library reads it in place; an mmap.mmap opened with
+    ACCESS_COPY is read without a copy). Use as a context manager, or call close(). Mapping-like: len(a), iter(a) (names), name in a, a[name] -> bytes.
     `memory_limit` bounds the index and the largest tensor it decodes (LimitError above it);
     `threads` > 0 gives it its own pool of that many threads to decode tensors in.
     """
 
     def __init__(self, data, *, threads=None, memory_limit=None):
         self._handle = None
-        self._data = _bytes(data)
+        self._data = _in_place(data)
         handle = ctypes.c_void_p()
         with _Options({"threads": threads, "memory_limit": memory_limit}) as o:
             _check(_open(self._data, len(self._data), o, ctypes.byref(handle)), "Archive")
@@ -314,6 +324,7 @@ class Archive:
         if self._handle:
             _free(self._handle)
             self._handle = None
+        self._data = None  # lets a memory map given to the constructor be closed
 
     def __enter__(self):
         return self

@@ -9,6 +9,7 @@ spaces to 8 bytes) and compresses them.
 
 import json
 import math
+import mmap
 import os
 import struct
 import tempfile
@@ -184,6 +185,8 @@ class ArchiveSource:
 
     def close(self):
         self.archive.close()
+        if isinstance(self.data, mmap.mmap):
+            self.data.close()
 
 
 class PlainSource:
@@ -216,14 +219,18 @@ class PlainSource:
 MAGIC = b"\x89BRV\r\n\x1a\n"
 
 
-def source_of(data):
-    """An archive source when `data` starts with the archive magic, else a plain safetensors one."""
-    return ArchiveSource(data) if bytes(data[:8]) == MAGIC else PlainSource(data)
-
-
 def read_path(path):
     with open(path, "rb") as f:
         return f.read()
+
+
+def open_path(path):
+    """The source of the file at `path`: an archive is memory-mapped (only the pages of the index
+    and of the tensors decoded are read), a plain safetensors file read."""
+    with open(path, "rb") as f:
+        if f.read(8) == MAGIC:
+            return ArchiveSource(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY))
+    return PlainSource(read_path(path))
 
 
 class SafeOpen:
@@ -232,7 +239,7 @@ class SafeOpen:
 
     def __init__(self, path, framework_name="np", device="cpu"):
         self._fw = framework(framework_name, device)
-        self._src = source_of(read_path(path))
+        self._src = open_path(path)
 
     def __enter__(self):
         return self

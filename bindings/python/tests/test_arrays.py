@@ -251,3 +251,15 @@ def test_gguf_tensors_and_raw_blocks(tmp_path):
                 assert arr.dtype == np.uint8 and arr.shape[:-1] == t.shape[:-1], (t, arr.shape)
             else:
                 assert arr.shape == t.shape and arr.dtype.itemsize * arr.size == t.nbytes
+
+
+def test_archive_reads_a_memory_map_in_place(fixture_archive, fixture_bytes):
+    import mmap
+
+    want = raw_tensors(fixture_bytes)
+    with open(fixture_archive, "rb") as f:
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+    with brevis.Archive(mm) as a:
+        name = next(iter(a))
+        assert a[name] == want[name][2]
+    mm.close()  # the archive let go of the map: no BufferError
