@@ -172,10 +172,11 @@ fn python_venv() -> Result<PathBuf, String> {
     let step = |what: &str, cmd: &mut Command| -> Result<(), String> {
         let out = cmd.env_remove("LD_LIBRARY_PATH").output().map_err(|e| format!("{what}: {e}"))?;
         let text = String::from_utf8_lossy(&out.stderr);
-        out.status
-            .success()
-            .then_some(())
-            .ok_or_else(|| format!("{what} failed: {}", &text[text.len().saturating_sub(2000)..]))
+        out.status.success().then_some(()).ok_or_else(|| {
+            // The last 2000 characters (on a character boundary).
+            let tail = text.char_indices().rev().nth(2000).map_or(0, |(i, _)| i);
+            format!("{what} failed: {}", &text[tail..])
+        })
     };
     if !python.is_file() {
         step("python3 -m venv", Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
