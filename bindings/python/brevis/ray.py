@@ -13,7 +13,8 @@ Without --address a local Ray instance is started with --workers CPUs (one task 
 --address (or $RAY_ADDRESS) it joins that cluster: `ray.init(address="ray://head:10001")` or
 `ray.init(address="auto")` on a node of it. Outputs are written atomically beside a completion
 record (brevis._job), so a rerun skips finished files and redoes the rest. Exit status: 0 when
-every file succeeded, 1 when some failed (each is listed with its error), 2 for bad arguments.
+every file succeeded, 1 when some failed (each is listed with its error), 2 for bad arguments or
+when Ray is missing or cannot be started or joined.
 """
 
 import argparse
@@ -22,6 +23,10 @@ import sys
 import time
 
 from . import _job
+
+
+class RayUnavailable(RuntimeError):
+    """Ray could not be started or joined."""
 
 
 def _task(ray):
@@ -54,10 +59,13 @@ def run(mode, source, output=None, originals=None, workers=None, address=None, t
 
     items = _job.plan(mode, source, output, originals)
     cleaned = _job.clean_leftovers(output) if output and os.path.isdir(output) else 0
-    if address:
-        ray.init(address=address, log_to_driver=False)
-    else:
-        ray.init(num_cpus=workers or os.cpu_count(), include_dashboard=False, log_to_driver=False)
+    try:
+        if address:
+            ray.init(address=address, log_to_driver=False)
+        else:
+            ray.init(num_cpus=workers or os.cpu_count(), include_dashboard=False, log_to_driver=False)
+    except Exception as e:  # no cluster at that address, or Ray could not start
+        raise RayUnavailable(f"cannot {'join Ray at ' + address if address else 'start Ray'}: {e}") from e
     try:
         start = time.perf_counter()
         task = _task(ray)
@@ -93,7 +101,11 @@ def main(argv=None):
     except ImportError:
         print("brevis.ray needs Ray: pip install ray (or pip install './bindings/python[ray]')", file=sys.stderr)
         return 2
-    lines, ok = run(a.mode, a.source, a.output, a.originals, a.workers, a.address, a.threads, a.level)
+    try:
+        lines, ok = run(a.mode, a.source, a.output, a.originals, a.workers, a.address, a.threads, a.level)
+    except RayUnavailable as e:
+        print(f"brevis.ray: {e}", file=sys.stderr)
+        return 2
     print("\n".join(lines), flush=True)
     return 0 if ok else 1
 

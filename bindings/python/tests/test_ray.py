@@ -105,3 +105,5 @@ def test_bad_arguments_exit_2(tmp_path):
     assert rc == 2 and "does not exist" in log
     rc, log = job("compress", str(tmp_path))
     assert rc == 2 and "needs --output" in log
+    rc, log = job("verify", str(tmp_path), "--address", "auto", env={"RAY_ADDRESS": ""})  # no cluster running
+    assert rc == 2 and "cannot join Ray at auto: " in log, log
