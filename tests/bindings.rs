@@ -199,12 +199,14 @@ fn python_package() {
         Err(why) => return skip(&format!("no virtual environment for the Python package: {why}")),
     };
     // The user's command: builds libbrevis with cargo and ships it inside the package.
-    run(
-        "pip install ./bindings/python",
-        Command::new(&python)
-            .args(["-m", "pip", "install", "-q", "--force-reinstall", "--no-deps"])
-            .arg(root().join("bindings/python")),
-    );
+    let mut pip = Command::new(&python);
+    pip.args(["-m", "pip", "install", "-q", "--force-reinstall", "--no-deps"]).arg(root().join("bindings/python"));
+    if lib_dir().starts_with(support::tools::target_dir().join("release")) {
+        // `cargo test --release`: its libbrevis.so (with the test hooks) is in target/release/deps/,
+        // where the package's `cargo build --release` would write one without them.
+        pip.env("CARGO_TARGET_DIR", support::tools::target_dir().join("python-build"));
+    }
+    run("pip install ./bindings/python", &mut pip);
     // Away from the source tree, with no BREVIS_LIBRARY: the installed package and its library.
     let tmp = tempfile::tempdir().unwrap();
     let archive = brevis::compress(&std::fs::read(fixture()).unwrap(), &Default::default()).unwrap();
