@@ -3,11 +3,13 @@
 //! reference round trip included); the Python tests also hand back what the binding returned,
 //! which is checked here against the library. Each says SKIPPED when its toolchain is missing (a
 //! failure under `BREVIS_REQUIRE_ALL=1`); `.ci/run` installs them (Debian: golang-go,
-//! default-jdk-headless, libjna-java, junit4).
+//! default-jdk-headless, libjna-java, junit4). The Python package (`pip install ./bindings/python`)
+//! is installed into a virtual environment under the target folder, made here with pip from
+//! PyPI, and its pytest tests run against the installed copy.
 
 mod support;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use support::skip;
 use support::tools::*;
@@ -145,4 +147,91 @@ fn check_python_outputs(dir: &Path) {
     assert!(brevis::Archive::open(&delta).unwrap().needs_reference());
     assert!(brevis::decompress_with_ref(&delta, &original, &Default::default()).unwrap() == tuned);
     assert!(read("tuned.out") == tuned, "the Python binding's decompress_with_ref");
+}
+
+/// What the package's tests need from PyPI (torch only under `BREVIS_REQUIRE_ALL=1` or
+/// `BREVIS_PYTHON_TORCH=1`: about 2 minutes and 5 GB, CUDA libraries included).
+fn python_requirements() -> Vec<&'static str> {
+    let mut r = vec!["pip", "setuptools", "wheel", "numpy", "ml_dtypes", "safetensors", "pytest", "ray"];
+    if ["BREVIS_REQUIRE_ALL", "BREVIS_PYTHON_TORCH"].iter().any(|v| std::env::var_os(v).is_some_and(|v| v == "1")) {
+        r.push("torch");
+    }
+    r
+}
+
+/// `target/python-venv` with the requirements installed (done once; again when they change).
+/// Err: why it could not be made (no venv module, no package index).
+fn python_venv() -> Result<PathBuf, String> {
+    let venv = support::tools::target_dir().join("python-venv");
+    let python = venv.join("bin/python");
+    let wanted = python_requirements().join(" ");
+    let marker = venv.join("brevis-requirements.txt");
+    if std::fs::read_to_string(&marker).is_ok_and(|m| m == wanted) && python.is_file() {
+        return Ok(python);
+    }
+    let step = |what: &str, cmd: &mut Command| -> Result<(), String> {
+        let out = cmd.env_remove("LD_LIBRARY_PATH").output().map_err(|e| format!("{what}: {e}"))?;
+        let text = String::from_utf8_lossy(&out.stderr);
+        out.status.success().then_some(()).ok_or_else(|| {
+            // The last 2000 characters (on a character boundary).
+            let tail = text.char_indices().rev().nth(2000).map_or(0, |(i, _)| i);
+            format!("{what} failed: {}", &text[tail..])
+        })
+    };
+    if !python.is_file() {
+        step("python3 -m venv", Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
+    }
+    step(
+        "pip install",
+        Command::new(&python).args(["-m", "pip", "install", "-q", "--upgrade"]).args(python_requirements()),
+    )?;
+    std::fs::write(&marker, wanted).unwrap();
+    Ok(python)
+}
+
+#[test]
+fn python_package() {
+    if !have("python3", &["-m", "venv", "--help"]) {
+        return skip("python3 with its venv module is not installed; the Python package was not tested");
+    }
+    let python = match python_venv() {
+        Ok(p) => p,
+        Err(why) => return skip(&format!("no virtual environment for the Python package: {why}")),
+    };
+    // The user's command: builds libbrevis with cargo and ships it inside the package.
+    let mut pip = Command::new(&python);
+    pip.args(["-m", "pip", "install", "-q", "--force-reinstall", "--no-deps"]).arg(root().join("bindings/python"));
+    if lib_dir().starts_with(support::tools::target_dir().join("release")) {
+        // `cargo test --release`: its libbrevis.so (with the test hooks) is in target/release/deps/,
+        // where the package's `cargo build --release` would write one without them.
+        pip.env("CARGO_TARGET_DIR", support::tools::target_dir().join("python-build"));
+    }
+    run("pip install ./bindings/python", &mut pip);
+    // Away from the source tree, with no BREVIS_LIBRARY: the installed package and its library.
+    let tmp = tempfile::tempdir().unwrap();
+    let archive = brevis::compress(&std::fs::read(fixture()).unwrap(), &Default::default()).unwrap();
+    std::fs::write(tmp.path().join("x.brv"), &archive).unwrap();
+    let tensors = brevis::Archive::open(&archive).unwrap().len();
+    let script = "import brevis.numpy as b; print(len(b.load_file('x.brv')))";
+    let printed = run("python -c", python_cmd(&python, tmp.path()).args(["-c", script]));
+    assert_eq!(printed.trim(), tensors.to_string());
+    let out = run(
+        "pytest",
+        python_cmd(&python, tmp.path())
+            .args(["-m", "pytest", "-v", "-rs", "-p", "no:cacheprovider"])
+            .arg(root().join("bindings/python/tests"))
+            .env("BREVIS_EXPECT_INSTALLED", "1")
+            .env("BREVIS_FIXTURE", fixture()),
+    );
+    let last = out.lines().rev().find(|l| l.contains(" passed")).unwrap_or_else(|| panic!("no pytest summary:\n{out}"));
+    assert!(!last.contains("failed") && !last.contains("error"), "{last}");
+    for line in out.lines().filter(|l| l.starts_with("SKIPPED")) {
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), format!("{line}\n").as_bytes());
+    }
+}
+
+fn python_cmd(python: &Path, dir: &Path) -> Command {
+    let mut cmd = Command::new(python);
+    cmd.current_dir(dir).env_remove("BREVIS_LIBRARY").env_remove("PYTHONPATH").env("PYTHONDONTWRITEBYTECODE", "1");
+    cmd
 }

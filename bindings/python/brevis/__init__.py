@@ -12,12 +12,19 @@ built-in exception: ValueError, KeyError, OSError).
     delta = brevis.compress_with_ref(finetuned, base)      # against the base checkpoint
     assert brevis.decompress_with_ref(delta, base) == finetuned
 
-The library is found through $BREVIS_LIBRARY (a path to libbrevis.so), else the system's search
-path (ctypes.util.find_library), else the repository's target/release/.
+Installed with `pip install ./bindings/python`, the package carries its own libbrevis.so. The
+library is found through $BREVIS_LIBRARY (a path to libbrevis.so), else the one inside the
+package, else the system's search path (ctypes.util.find_library), else the repository's
+target/release/ (running from a checkout).
+
+Arrays: `brevis.numpy` and `brevis.torch` mirror `safetensors.numpy` / `safetensors.torch`
+(load_file, save_file, load, save); `brevis.safe_open(path, framework="np"|"pt")` decodes one
+tensor at a time; `brevis.load_folder(path)` loads a whole folder of archives.
 """
 
 import ctypes
 import ctypes.util
+import mmap
 import os
 from collections import namedtuple
 
@@ -26,18 +33,23 @@ __all__ = [
     "compress_with_ref", "decompress_with_ref",
     "version", "Archive", "TensorInfo", "BrevisError", "InvalidArgumentError", "BufferTooSmallError",
     "CorruptArchiveError", "UnsupportedArchiveError", "ChecksumError", "LimitError", "BrevisIOError",
-    "TensorNotFoundError", "InternalError",
+    "TensorNotFoundError", "InternalError", "safe_open", "load_folder",
 ]
 
 
 def _load():
-    path = os.environ.get("BREVIS_LIBRARY")
-    if not path:
-        path = ctypes.util.find_library("brevis")
-    if not path:
-        here = os.path.dirname(os.path.abspath(__file__))
-        path = os.path.join(here, "..", "..", "target", "release", "libbrevis.so")
-    return ctypes.CDLL(path)
+    here = os.path.dirname(os.path.abspath(__file__))
+    candidates = [
+        os.environ.get("BREVIS_LIBRARY"),
+        os.path.join(here, "libbrevis.so"),
+        ctypes.util.find_library("brevis"),
+        os.path.join(here, "..", "..", "..", "target", "release", "libbrevis.so"),
+    ]
+    for path in candidates:
+        if path and (os.path.isfile(path) or not os.path.isabs(path)):
+            return ctypes.CDLL(path)
+    raise ImportError("libbrevis.so not found: install the package (pip install ./bindings/python), "
+                      "set BREVIS_LIBRARY, or run `cargo build --release` in the repository")
 
 
 _lib = _load()
@@ -178,6 +190,15 @@ def _bytes(data):
     return data if isinstance(data, bytes) else bytes(data)
 
 
+def _in_place(data):
+    """What the library reads an archive from: bytes as they are; an mmap.mmap without a copy
+    (its pages are read as tensors are decoded; open it with ACCESS_COPY, and keep the file
+    unchanged while in use); anything else copied to bytes."""
+    if isinstance(data, mmap.mmap) and len(data):
+        return (ctypes.c_char * len(data)).from_buffer(data)
+    return _bytes(data)
+
+
 def version():
     """The library's version, "MAJOR.MINOR.PATCH"."""
     return _version().decode()
@@ -259,9 +280,10 @@ def decompress_with_ref(archive, reference, *, threads=None, verify=None, memory
         archive, len(archive), reference, len(reference), dst, size, o, n))
 
 
-def compress_file(src, dst, *, threads=None, chunk_bytes=None, sample_elems=None):
-    """Compresses the file `src` into the archive `dst` (replaced atomically)."""
-    with _Options({"threads": threads, "chunk_bytes": chunk_bytes, "sample_elems": sample_elems}) as o:
+def compress_file(src, dst, *, threads=None, chunk_bytes=None, sample_elems=None, level=None):
+    """Compresses the file `src` into the archive `dst` (replaced atomically); `level` as in compress."""
+    settings = {"threads": threads, "chunk_bytes": chunk_bytes, "sample_elems": sample_elems, "level": _level(level)}
+    with _Options(settings) as o:
         _check(_compress_file(os.fsencode(src), os.fsencode(dst), o), f"compress_file({src!r})")
 
 
@@ -277,15 +299,15 @@ TensorInfo = namedtuple("TensorInfo", "name dtype shape nbytes offset compressed
 class Archive:
     """Random access to the tensors of an archive, one at a time.
 
-    Holds a reference to `data` (the library reads it in place). Use as a context manager, or
-    call close(). Mapping-like: len(a), iter(a) (names), name in a, a[name] -> bytes.
+    Holds a reference to `data` (the library reads it in place; an mmap.mmap opened with
+    ACCESS_COPY is read without a copy). Use as a context manager, or call close(). Mapping-like: len(a), iter(a) (names), name in a, a[name] -> bytes.
     `memory_limit` bounds the index and the largest tensor it decodes (LimitError above it);
     `threads` > 0 gives it its own pool of that many threads to decode tensors in.
     """
 
     def __init__(self, data, *, threads=None, memory_limit=None):
         self._handle = None
-        self._data = _bytes(data)
+        self._data = _in_place(data)
         handle = ctypes.c_void_p()
         with _Options({"threads": threads, "memory_limit": memory_limit}) as o:
             _check(_open(self._data, len(self._data), o, ctypes.byref(handle)), "Archive")
@@ -302,6 +324,7 @@ class Archive:
         if self._handle:
             _free(self._handle)
             self._handle = None
+        self._data = None  # lets a memory map given to the constructor be closed
 
     def __enter__(self):
         return self
@@ -359,3 +382,20 @@ class Archive:
         buf = bytearray(self._infos[i].nbytes)
         self.read_into(i, buf)
         return bytes(buf)
+
+
+def safe_open(path, framework="np", device="cpu"):
+    """Opens the archive at `path` like `safetensors.safe_open`: keys(), metadata(),
+    get_tensor(name) (decodes that tensor only). framework: "np"/"numpy" or "pt"/"torch"."""
+    from ._arrays import SafeOpen
+
+    return SafeOpen(path, framework, device)
+
+
+def load_folder(path, framework="np", device="cpu"):
+    """Every tensor of a model folder (as written by `brevis compress -r`): the tensors of each
+    `*.safetensors.brv` archive and each plain `*.safetensors` file under `path`, as one dict
+    name -> array (numpy, or torch with framework="pt"). A name found in two files is an error."""
+    from ._arrays import load_folder as _load_folder
+
+    return _load_folder(path, framework, device)
