@@ -65,13 +65,19 @@ pub(crate) fn search_options(opts: &Options, j: &Job, prior: Arc<Prior>) -> Sear
     }
 }
 
-/// The production prior of [`Options::prior`], learned (by default) from a sample of the
-/// tensors that are not duplicates.
+/// The production prior of [`Options::prior`] (learned from a sample of the tensors that are not
+/// duplicates where asked). The built-in prior was learned from standalone checkpoints, so it
+/// knows nothing of the productions that read a reference: against one, the prior is learned
+/// from the input instead.
 pub(crate) fn prior(jobs: &[Job], dup_of: &[Option<usize>], opts: &Options) -> Result<Arc<Prior>> {
     let unique: Vec<&Job> = jobs.iter().zip(dup_of).filter(|(_, d)| d.is_none()).map(|(j, _)| j).collect();
     let uniform = Arc::new(Prior::uniform());
     let views: Vec<synth::TensorView> = unique.iter().map(|j| j.view()).collect();
-    synth::resolve_prior(&opts.prior, &views, &|i| search_options(opts, unique[i], uniform.clone()))
+    let source = match &opts.prior {
+        synth::PriorSource::Builtin if views.iter().any(|v| v.reference.is_some()) => &synth::PriorSource::Learn,
+        s => s,
+    };
+    synth::resolve_prior(source, &views, &|i| search_options(opts, unique[i], uniform.clone()))
 }
 
 /// One program per job. Tensors of the same kind (repeated layers) take the finalists of the
