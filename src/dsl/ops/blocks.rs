@@ -27,13 +27,172 @@ struct Piece {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Field {
     pub bits: u32,
-    /// Pieces of each value of the field in a block (all values have the same number).
+    /// Pieces of each value of the field in a block.
     pieces: Vec<Vec<Piece>>,
+    /// How the kernels move it (the same bits as `pieces`, faster).
+    kind: Kind,
+}
+
+/// The shapes of field that have their own kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// Value j is the `n` bytes at `off + j n`, little-endian.
+    Bytes { off: usize, n: usize },
+    /// 32 values: value j < 16 the low nibble of byte `qs + j`, value j + 16 its high nibble,
+    /// with (Q5_x) bit 4 of value e from bit e of the 32-bit word at `qh`.
+    Nibbles { qs: usize, qh: Option<usize> },
+    /// Anything else: the pieces, `ppv` per value (padded with empty pieces).
+    Pieces { ppv: usize },
 }
 
 impl Field {
+    fn new(bits: u32, pieces: Vec<Vec<Piece>>) -> Field {
+        let kind = Self::bytes_kind(&pieces)
+            .unwrap_or(Kind::Pieces { ppv: pieces.iter().map(|v| v.len()).max().unwrap_or(0) });
+        Field { bits, pieces, kind }
+    }
+
+    /// `Kind::Bytes` when every value is whole consecutive bytes, the values one after another.
+    fn bytes_kind(pieces: &[Vec<Piece>]) -> Option<Kind> {
+        let n = pieces.first()?.len();
+        let off = pieces[0].first()?.byte as usize;
+        let whole = pieces.iter().enumerate().all(|(j, v)| {
+            v.len() == n
+                && v.iter().enumerate().all(|(t, q)| {
+                    q.shift == 0 && q.len == 8 && q.at as usize == 8 * t && q.byte as usize == off + j * n + t
+                })
+        });
+        whole.then_some(Kind::Bytes { off, n })
+    }
+
     pub fn count(&self) -> usize {
         self.pieces.len()
+    }
+
+    /// The pieces as one table, `ppv` per value (padded with empty pieces).
+    fn flat(&self, ppv: usize) -> Vec<Piece> {
+        let pad = Piece { byte: 0, shift: 0, len: 0, at: 0 };
+        self.pieces.iter().flat_map(|v| v.iter().copied().chain(std::iter::repeat(pad)).take(ppv)).collect()
+    }
+}
+
+/// The word types a field's values are stored in.
+trait Word: Copy + Default {
+    fn from_u64(v: u64) -> Self;
+    fn to_u64(self) -> u64;
+}
+
+macro_rules! word {
+    ($t:ty) => {
+        impl Word for $t {
+            fn from_u64(v: u64) -> Self {
+                v as $t
+            }
+            fn to_u64(self) -> u64 {
+                self as u64
+            }
+        }
+    };
+}
+word!(u8);
+word!(u16);
+word!(u32);
+word!(u64);
+
+/// The values of field `f` in `k` blocks of `body`.
+fn gather<T: Word>(f: &Field, body: &[u8], b: usize, k: usize) -> Vec<T> {
+    let m = f.count();
+    let mut out = vec![T::default(); k * m];
+    if m == 0 {
+        return out;
+    }
+    let blocks = body.chunks_exact(b).zip(out.chunks_exact_mut(m));
+    match f.kind {
+        Kind::Bytes { off, n } => {
+            for (blk, o) in blocks {
+                for (v, x) in o.iter_mut().zip(blk[off..off + m * n].chunks_exact(n)) {
+                    let mut w = [0u8; 8];
+                    w[..n].copy_from_slice(x);
+                    *v = T::from_u64(u64::from_le_bytes(w));
+                }
+            }
+        }
+        Kind::Nibbles { qs, qh } => {
+            for (blk, o) in blocks {
+                let h = qh.map_or(0, |q| u32::from_le_bytes(blk[q..q + 4].try_into().unwrap()));
+                let (lo, hi) = o.split_at_mut(16);
+                for (j, ((l, u), &x)) in lo.iter_mut().zip(hi).zip(&blk[qs..qs + 16]).enumerate() {
+                    *l = T::from_u64((x & 15) as u64 | (((h >> j) & 1) << 4) as u64);
+                    *u = T::from_u64((x >> 4) as u64 | (((h >> (j + 16)) & 1) << 4) as u64);
+                }
+            }
+        }
+        Kind::Pieces { ppv } => {
+            let flat = f.flat(ppv);
+            for (blk, o) in blocks {
+                for (v, ps) in o.iter_mut().zip(flat.chunks_exact(ppv)) {
+                    *v = T::from_u64(ps.iter().fold(0u64, |a, q| {
+                        a | ((((blk[q.byte as usize] >> q.shift) as u64) & ((1u64 << q.len) - 1)) << q.at)
+                    }));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Writes the values of field `f` into the `k` blocks of `body` (zeroed where the field lies).
+fn scatter<T: Word>(f: &Field, vals: &[T], body: &mut [u8], b: usize) {
+    let m = f.count();
+    if m == 0 {
+        return;
+    }
+    let blocks = body.chunks_exact_mut(b).zip(vals.chunks_exact(m));
+    match f.kind {
+        Kind::Bytes { off, n: 1 } => {
+            for (blk, vs) in blocks {
+                for (d, v) in blk[off..off + m].iter_mut().zip(vs) {
+                    *d = v.to_u64() as u8;
+                }
+            }
+        }
+        Kind::Bytes { off, n: 2 } => {
+            for (blk, vs) in blocks {
+                for (d, v) in blk[off..off + m * 2].chunks_exact_mut(2).zip(vs) {
+                    d.copy_from_slice(&(v.to_u64() as u16).to_le_bytes());
+                }
+            }
+        }
+        Kind::Bytes { off, n } => {
+            for (blk, vs) in blocks {
+                for (d, v) in blk[off..off + m * n].chunks_exact_mut(n).zip(vs) {
+                    d.copy_from_slice(&v.to_u64().to_le_bytes()[..n]);
+                }
+            }
+        }
+        Kind::Nibbles { qs, qh } => {
+            for (blk, vs) in blocks {
+                let (lo, hi) = vs.split_at(16);
+                for ((d, l), u) in blk[qs..qs + 16].iter_mut().zip(lo).zip(hi) {
+                    *d = ((l.to_u64() & 15) | ((u.to_u64() & 15) << 4)) as u8;
+                }
+                if let Some(q) = qh {
+                    let h = vs.iter().enumerate().fold(0u32, |h, (j, v)| h | (((v.to_u64() >> 4) & 1) as u32) << j);
+                    blk[q..q + 4].copy_from_slice(&h.to_le_bytes());
+                }
+            }
+        }
+        Kind::Pieces { ppv } => {
+            let flat = f.flat(ppv);
+            for (blk, vs) in blocks {
+                for (v, ps) in vs.iter().zip(flat.chunks_exact(ppv)) {
+                    let v = v.to_u64();
+                    for q in ps {
+                        blk[q.byte as usize] |= (((v >> q.at) & ((1u64 << q.len) - 1)) as u8) << q.shift;
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -51,24 +210,25 @@ fn p(byte: usize, shift: u32, len: u32, at: u32) -> Piece {
 /// A little-endian scalar of `n` bytes at `off` (fp16 `d`, f32 `d`, i16 `bsums`), `count` of them.
 fn scalars(off: usize, n: usize, count: usize) -> Field {
     let pieces = (0..count).map(|i| (0..n).map(|b| p(off + i * n + b, 0, 8, 8 * b as u32)).collect()).collect();
-    Field { bits: 8 * n as u32, pieces }
+    Field::new(8 * n as u32, pieces)
 }
 
 /// A field of `count` values given by `f(value index)`.
 fn field(bits: u32, count: usize, f: impl Fn(usize) -> Vec<Piece>) -> Field {
-    Field { bits, pieces: (0..count).map(f).collect() }
+    Field::new(bits, (0..count).map(f).collect())
 }
 
 /// 32 4-bit quants at `qs`: element j < 16 in the low nibble of byte j, element j + 16 in its high nibble.
 fn nibbles32(qs: usize, high: Option<usize>) -> Field {
     let bits = if high.is_some() { 5 } else { 4 };
-    field(bits, 32, |e| {
+    let f = field(bits, 32, |e| {
         let mut v = vec![p(qs + e % 16, 4 * (e / 16) as u32, 4, 0)];
         if let Some(qh) = high {
             v.push(p(qh + e / 8, (e % 8) as u32, 1, 4));
         }
         v
-    })
+    });
+    Field { kind: Kind::Nibbles { qs, qh: high }, ..f }
 }
 
 /// 256 2-bit values (Q2_K, Q3_K's low bits, TQ2_0): element 128n + 32j + l is bits 2j of byte 32n + l.
@@ -244,13 +404,14 @@ impl Blocks {
         edge.extend_from_slice(&bytes[head + k * b..]);
         let mut out = vec![Stream { ty: Ty::u(8), data: Data::U8(edge) }];
         for f in &self.layout.fields {
-            let m = f.count();
-            out.push(Stream::from_fn(Ty::u(f.bits), k * m, |i| {
-                let block = &body[(i / m) * b..];
-                f.pieces[i % m].iter().fold(0u64, |v, q| {
-                    v | ((((block[q.byte as usize] >> q.shift) as u64) & ((1 << q.len) - 1)) << q.at)
-                })
-            }));
+            let ty = Ty::u(f.bits);
+            let data = match ty.container_bytes() {
+                1 => Data::U8(gather(f, body, b, k)),
+                2 => Data::U16(gather(f, body, b, k)),
+                4 => Data::U32(gather(f, body, b, k)),
+                _ => Data::U64(gather(f, body, b, k)),
+            };
+            out.push(Stream { ty, data });
         }
         Ok(out)
     }
@@ -263,27 +424,20 @@ impl Blocks {
         }
         let (head, k) = self.split_at(n, offset);
         let mut out = vec![0u8; n];
-        let edge = &parts[0];
-        for i in 0..head {
-            out[i] = edge.get(i) as u8;
-        }
-        for i in head..edge.len() {
-            out[head + k * b + i - head] = edge.get(i) as u8;
-        }
+        let Data::U8(edge) = &parts[0].data else {
+            return Err(Error::corrupt("blocks: edge bytes are not bytes"));
+        };
+        out[..head].copy_from_slice(&edge[..head]);
+        out[head + k * b..].copy_from_slice(&edge[head..]);
         let body = &mut out[head..head + k * b];
+        // Every kernel masks the values to their field's bits.
         for (f, s) in self.layout.fields.iter().zip(&parts[1..]) {
-            let m = f.count();
-            let mut i = 0;
-            for block in body.chunks_exact_mut(b) {
-                for pieces in &f.pieces {
-                    let v = s.get(i);
-                    i += 1;
-                    for q in pieces {
-                        block[q.byte as usize] |= (((v >> q.at) & ((1 << q.len) - 1)) as u8) << q.shift;
-                    }
-                }
+            match &s.data {
+                Data::U8(v) => scatter(f, v, body, b),
+                Data::U16(v) => scatter(f, v, body, b),
+                Data::U32(v) => scatter(f, v, body, b),
+                Data::U64(v) => scatter(f, v, body, b),
             }
-            debug_assert_eq!(i, k * m);
         }
         Ok(Stream { ty: Ty::u(8), data: Data::U8(out) })
     }
@@ -337,6 +491,21 @@ mod tests {
         // Q6_K: element 128 + 64 + 5 is the high nibble of ql[64 + 5], bits 4..6 of qh[32 + 5].
         let q = layout(14).unwrap();
         assert_eq!(q.fields[2].pieces[128 + 64 + 5], vec![p(64 + 5, 4, 4, 0), p(128 + 32 + 5, 4, 2, 4)]);
+    }
+
+    /// The byte and nibble kernels move the same bits as the pieces say.
+    #[test]
+    fn kernels_agree_with_pieces() {
+        for id in TYPES {
+            let l = layout(id).unwrap();
+            let b = l.block_bytes;
+            let body: Vec<u8> = (0..4 * b).map(|i| (i as u32).wrapping_mul(2654435761).rotate_left(7) as u8).collect();
+            for f in &l.fields {
+                let slow =
+                    Field { kind: Kind::Pieces { ppv: f.pieces.iter().map(|v| v.len()).max().unwrap() }, ..f.clone() };
+                assert_eq!(gather::<u64>(f, &body, b, 4), gather::<u64>(&slow, &body, b, 4), "type {id}");
+            }
+        }
     }
 
     #[test]
