@@ -418,7 +418,9 @@ fn blocks_program(id: u32, k: usize) -> Node {
 
 /// `blocks_program` for the tensors whose dtype is a ggml type that `blocks` splits.
 fn impose_blocks(k: usize) -> impl Fn(usize, &brevis::synth::TensorView) -> Option<Node> + Sync {
-    move |_, v| gguf::ggml_type_named(v.dtype.name()).filter(|t| Blocks::new(t.id).is_some()).map(|t| blocks_program(t.id, k))
+    move |_, v| {
+        gguf::ggml_type_named(v.dtype.name()).filter(|t| Blocks::new(t.id).is_some()).map(|t| blocks_program(t.id, k))
+    }
 }
 
 /// Every block type that `blocks` splits round-trips through it, whatever the chunk size (chunks
@@ -465,7 +467,10 @@ fn tensors_of_partial_blocks_are_bytes() {
     let mut odd = quant_blocks(&mut rng, 18, 300);
     odd.truncate(odd.len() - 5);
     let f = st::file(
-        &[st::tensor("whole", "Q4_0", &[whole.len() as u64], whole), st::tensor("odd", "Q4_0", &[odd.len() as u64], odd)],
+        &[
+            st::tensor("whole", "Q4_0", &[whole.len() as u64], whole),
+            st::tensor("odd", "Q4_0", &[odd.len() as u64], odd),
+        ],
         None,
     );
     let a = round_trip(&f, &brevis::Options::default());
