@@ -353,7 +353,7 @@ impl Blocks {
         u32::try_from(id)
             .ok()
             .and_then(Blocks::new)
-            .ok_or_else(|| Error::corrupt(format!("blocks: unknown block type {id}")))
+            .ok_or_else(|| Error::Unsupported(format!("blocks: unknown block type {id}")))
     }
 
     pub fn write(&self, out: &mut Vec<u8>) {
