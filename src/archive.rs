@@ -38,6 +38,24 @@ enum Piece {
     Chunk { t: usize, c: usize, len: usize },
 }
 
+/// Adds the bytes of `pieces` to the caller's progress counter, if any.
+fn add_progress(opts: &DecodeOptions, pieces: &[Piece]) {
+    if let Some(p) = &opts.progress {
+        let n: usize = pieces.iter().map(Piece::len).sum();
+        p.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl Piece {
+    /// Its length in the original file.
+    fn len(&self) -> usize {
+        match *self {
+            Piece::Residue(a, b) => b - a,
+            Piece::Chunk { len, .. } => len,
+        }
+    }
+}
+
 /// The pieces cut into groups, in order: the residue spans before a run of up to `batch` chunks,
 /// and those chunks (trailing residue spans form the last group).
 fn groups(pieces: &[Piece], batch: usize) -> Vec<std::ops::Range<usize>> {
@@ -259,6 +277,7 @@ impl<'a> Archive<'a> {
                 }
                 written += b.len() as u64;
             }
+            add_progress(opts, &pieces[g.clone()]);
             Ok(())
         };
         let mut ready = match groups.first() {
@@ -304,6 +323,7 @@ impl<'a> Archive<'a> {
                 Piece::Residue(a, b) => {
                     write_all_at(file, &self.index.residue[a..b], pos)?;
                     pos += (b - a) as u64;
+                    add_progress(opts, std::slice::from_ref(p));
                 }
                 Piece::Chunk { t, c, len } => {
                     chunks.push((t, c, len, pos));
@@ -321,6 +341,9 @@ impl<'a> Archive<'a> {
                 buf.resize(len, 0);
                 let r = self.decode_chunk(t, c, &mut buf[..len]).and_then(|()| write_all_at(file, &buf[..len], at));
                 BUF.set(buf);
+                if let Some(p) = &opts.progress {
+                    p.fetch_add(len as u64, std::sync::atomic::Ordering::Relaxed);
+                }
                 r
             })
         })?;

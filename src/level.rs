@@ -29,6 +29,31 @@ impl Level {
         Level::ALL.into_iter().find(|l| l.name() == s)
     }
 
+    /// Elements of each tensor's sample at this level, from the caller's (the default level's).
+    pub fn sample_elems(self, sample_elems: usize) -> usize {
+        match self {
+            Level::Fast => sample_elems.min(1 << 15),
+            _ => sample_elems,
+        }
+    }
+
+    /// Elements of the screen on which the search runs.
+    pub fn screen_elems(self) -> usize {
+        match self {
+            Level::Fast => 1 << 13,
+            _ => crate::synth::SCREEN_ELEMS,
+        }
+    }
+
+    /// Programs the search keeps for the comparison on the sample.
+    pub fn finalists(self) -> usize {
+        match self {
+            Level::Fast => 1,
+            Level::Default => crate::synth::FINALISTS,
+            Level::Max => 2 * crate::synth::FINALISTS,
+        }
+    }
+
     /// Bytes the search charges per nanosecond of decode time per element (`dsl::cost`).
     pub fn decode_weight(self) -> f64 {
         match self {

@@ -50,7 +50,7 @@ pub struct Options {
     pub budget: usize,
     /// Deepest program the search builds (levels of transforms).
     pub depth: usize,
-    /// The production prior that guides the search (default: learned from a sample of the input).
+    /// The production prior that guides the search (default: the built-in one).
     pub prior: synth::PriorSource,
     /// Where to add search statistics (never stored in the archive).
     pub stats: Option<std::sync::Arc<synth::SearchStats>>,
@@ -70,6 +70,10 @@ pub struct Options {
     /// [`FileMeta::of`] of the input's metadata (as `brevis compress` and
     /// `brevis_compress_file` do unless told not to).
     pub file_meta: Option<FileMeta>,
+    /// Where to add the bytes of the input coded so far, as each batch of chunks is written
+    /// (for a progress display; it stays at 0 while programs are chosen). Never changes the
+    /// archive.
+    pub progress: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
 }
 
 impl Options {
@@ -92,6 +96,7 @@ impl Default for Options {
             reuse: true,
             level: Level::Default,
             file_meta: None,
+            progress: None,
         }
     }
 }
@@ -108,11 +113,14 @@ pub struct DecodeOptions {
     pub memory_limit: u64,
     /// Verify the whole-file checksum (chunk and residue checksums are always verified).
     pub verify: bool,
+    /// Where to add the bytes of the original restored so far, as each chunk is written (for a
+    /// progress display; [`Archive::decompress_to`] and [`Archive::decompress_to_file`]).
+    pub progress: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
 }
 
 impl Default for DecodeOptions {
     fn default() -> Self {
-        DecodeOptions { threads: 0, memory_limit: 1 << 40, verify: true }
+        DecodeOptions { threads: 0, memory_limit: 1 << 40, verify: true, progress: None }
     }
 }
 

@@ -118,7 +118,7 @@ const PEAK_SLACK: usize = 28 << 20;
 /// through an archive opened with the limit), on one thread; returns the whole-file result and
 /// what was allocated.
 fn decode_under(archive: &[u8], limit: u64) -> (brevis::Result<Vec<u8>>, Usage) {
-    let opts = DecodeOptions { threads: 1, memory_limit: limit, verify: true };
+    let opts = DecodeOptions { threads: 1, memory_limit: limit, verify: true, ..Default::default() };
     measure(|| {
         let whole = brevis::decompress_with(archive, &opts);
         if let Ok(a) = Archive::open_with_limit(archive, limit) {
@@ -334,7 +334,7 @@ fn the_built_archive_is_faithful_and_the_counter_counts() {
     let a = Archive::open(&archive).unwrap();
     assert_eq!(a.len(), coded_tensors().len() + 1);
     assert_eq!(a.file_meta(), Some(brevis::FileMeta { mode: 0o644, mtime: 0, mtime_nanos: 0 }));
-    let opts = DecodeOptions { threads: 1, memory_limit: 1 << 20, verify: true };
+    let opts = DecodeOptions { threads: 1, memory_limit: 1 << 20, verify: true, ..Default::default() };
     let (back, u) = measure(|| brevis::decompress_with(&archive, &opts).unwrap());
     assert_eq!(back, original);
     // The output buffer itself was counted.
@@ -631,7 +631,10 @@ fn a_decompression_bomb_is_refused_before_its_output_is_allocated() {
     drop(zeros);
     for limit in [1u64 << 20, 16 << 20, (48 << 20) - 1] {
         let (r, u) = measure(|| {
-            brevis::decompress_with(&archive, &DecodeOptions { threads: 1, memory_limit: limit, verify: true })
+            brevis::decompress_with(
+                &archive,
+                &DecodeOptions { threads: 1, memory_limit: limit, verify: true, ..Default::default() },
+            )
         });
         assert!(matches!(r, Err(Error::Limit(_))), "limit {limit}: {:?}", r.map(|v| v.len()));
         assert!((u.largest as u64) < limit.min(1 << 20), "limit {limit}: {u:?}");
@@ -641,7 +644,10 @@ fn a_decompression_bomb_is_refused_before_its_output_is_allocated() {
     }
     // At the original's size it decodes, and the counter saw the output.
     let (r, u) = measure(|| {
-        brevis::decompress_with(&archive, &DecodeOptions { threads: 1, memory_limit: 48 << 20, verify: true })
+        brevis::decompress_with(
+            &archive,
+            &DecodeOptions { threads: 1, memory_limit: 48 << 20, verify: true, ..Default::default() },
+        )
     });
     assert_eq!(r.unwrap().len(), 48 << 20);
     assert!(u.largest >= 48 << 20, "{u:?}");

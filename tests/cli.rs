@@ -352,3 +352,387 @@ fn reference_archives_through_the_binary() {
     assert!(stdout(&o).contains("norm"));
     no_temp_files(d);
 }
+
+/// Runs brevis with `input` on stdin (a pipe), stdout and stderr captured.
+fn brevis_piped(dir: &Path, args: &[&str], input: &[u8]) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_brevis"))
+        .args(args)
+        .current_dir(dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("cannot run the brevis binary");
+    let mut stdin = child.stdin.take().unwrap();
+    let data = input.to_vec();
+    // A writer thread: brevis reads all of stdin before it writes, but a pipe holds 64 KiB.
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&data);
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    out
+}
+
+/// Runs brevis with `file` as stdin (a regular file, read by position).
+fn brevis_from_file(dir: &Path, args: &[&str], file: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_brevis"))
+        .args(args)
+        .current_dir(dir)
+        .stdin(std::fs::File::open(file).unwrap())
+        .output()
+        .expect("cannot run the brevis binary")
+}
+
+fn fixture_bytes() -> Vec<u8> {
+    std::fs::read(support::tools::fixture()).unwrap()
+}
+
+#[test]
+fn stdin_to_stdout_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let x = fixture_bytes();
+    // cat x | brevis compress - -c | brevis -d - -c
+    let c = brevis_piped(d, &["compress", "-", "-c"], &x);
+    ok(&c);
+    assert!(c.stdout.len() < x.len(), "the archive ({}) is not smaller than the input", c.stdout.len());
+    assert_eq!(brevis::decompress(&c.stdout).unwrap(), x);
+    let back = brevis_piped(d, &["-d", "-", "-c"], &c.stdout);
+    ok(&back);
+    assert_eq!(back.stdout, x, "the round trip through pipes changed the bytes");
+    // Stdin defaults to stdout; a stdin that is a regular file is read in place; -dc and d.
+    std::fs::write(d.join("x.brv"), &c.stdout).unwrap();
+    let c2 = brevis_from_file(d, &["compress", "-q", "--no-preserve"], &support::tools::fixture());
+    ok(&c2);
+    assert!(c2.stderr.is_empty(), "-q printed: {}", stderr(&c2));
+    assert_eq!(c2.stdout, c.stdout, "stdin as a file and as a pipe give different archives");
+    assert_eq!(brevis_from_file(d, &["-dc"], &d.join("x.brv")).stdout, x);
+    assert_eq!(brevis(d, &["d", "-c", "x.brv"]).stdout, x);
+    // Stdin to a named output; the output of stdin is never named after it.
+    ok(&brevis_piped(d, &["compress", "-q", "-", "-o", "named.brv"], &x));
+    ok(&brevis(d, &["-d", "-q", "named.brv"]));
+    assert_eq!(std::fs::read(d.join("named")).unwrap(), x);
+    assert_eq!(listing(d), ["named", "named.brv", "x.brv"]);
+}
+
+#[test]
+fn stdout_is_all_or_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let x = fixture_bytes();
+    let opts = brevis::Options { chunk_bytes: 16 << 10, ..Default::default() };
+    let mut archive = brevis::compress(&x, &opts).unwrap();
+    // A flipped byte in a late chunk: streamed, the first chunks would be out before the error
+    // (the library's writer path shows it), but stdout gets nothing.
+    let at = archive.len() * 3 / 4;
+    archive[at] ^= 0x55;
+    std::fs::write(d.join("bad.brv"), &archive).unwrap();
+    let mut streamed = Vec::new();
+    let dopts = brevis::DecodeOptions { threads: 1, memory_limit: 1 << 20, ..Default::default() };
+    let r = brevis::decompress_file(&std::fs::File::open(d.join("bad.brv")).unwrap(), &mut streamed, &dopts);
+    assert!(r.is_err() && !streamed.is_empty(), "the damage is not in a late chunk ({} bytes out)", streamed.len());
+    std::fs::remove_file(d.join("bad.brv")).unwrap();
+    let o = brevis_piped(d, &["-d", "-", "-c", "-T", "1", "--memory-limit", "1M"], &archive);
+    fails_with_one_line(&o);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(o.stdout.is_empty(), "{} bytes written to stdout by a failing decompress", o.stdout.len());
+    // Not an archive at all.
+    let o = brevis_piped(d, &["decompress", "-c", "-"], b"not an archive");
+    assert!(fails_with_one_line(&o).contains("stdin"), "{}", stderr(&o));
+    assert!(o.stdout.is_empty());
+    assert!(listing(d).is_empty(), "files left: {:?}", listing(d));
+}
+
+#[test]
+fn several_inputs_in_one_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let x = fixture_bytes();
+    let m = model();
+    std::fs::write(d.join("a.safetensors"), &x).unwrap();
+    std::fs::write(d.join("b.safetensors"), &m).unwrap();
+    std::fs::write(d.join("c.txt"), b"hello hello hello").unwrap();
+    ok(&brevis(d, &["compress", "-q", "a.safetensors", "b.safetensors", "c.txt"]));
+    assert_eq!(
+        listing(d),
+        ["a.safetensors", "a.safetensors.brv", "b.safetensors", "b.safetensors.brv", "c.txt", "c.txt.brv"]
+    );
+    for n in ["a.safetensors", "b.safetensors", "c.txt"] {
+        std::fs::rename(d.join(n), d.join(format!("{n}.orig"))).unwrap();
+    }
+    ok(&brevis(d, &["-d", "-q", "a.safetensors.brv", "b.safetensors.brv", "c.txt.brv"]));
+    assert_eq!(std::fs::read(d.join("a.safetensors")).unwrap(), x);
+    assert_eq!(std::fs::read(d.join("b.safetensors")).unwrap(), m);
+    assert_eq!(std::fs::read(d.join("c.txt")).unwrap(), b"hello hello hello");
+    // Decompressing several to stdout concatenates them (as cat would).
+    let o = brevis(d, &["-dc", "c.txt.brv", "c.txt.brv"]);
+    ok(&o);
+    assert_eq!(o.stdout, b"hello hello hellohello hello hello");
+
+    // A failing input in the middle: reported by name, exit 1, the others done.
+    let o = brevis(d, &["compress", "-q", "-f", "a.safetensors", "missing.bin", "c.txt"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(fails_with_one_line(&o).contains("missing.bin"));
+    assert_eq!(brevis::decompress(&std::fs::read(d.join("c.txt.brv")).unwrap()).unwrap(), b"hello hello hello");
+    // Existing outputs without -f: each refused, the new one written.
+    std::fs::remove_file(d.join("c.txt.brv")).unwrap();
+    let o = brevis(d, &["compress", "-q", "a.safetensors", "b.safetensors", "c.txt"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert_eq!(err.lines().filter(|l| l.contains("already exists") && l.contains("-f")).count(), 2, "{err}");
+    assert!(d.join("c.txt.brv").exists());
+    no_temp_files(d);
+}
+
+#[test]
+fn usage_errors_exit_2_and_do_nothing() {
+    let (dir, _) = setup();
+    let d = dir.path();
+    std::fs::create_dir(d.join("folder")).unwrap();
+    let before = listing(d);
+    for args in [
+        vec!["compress", "model.safetensors", "model.safetensors", "-o", "x.brv"],
+        vec!["compress", "-c", "model.safetensors", "model.safetensors"],
+        vec!["compress", "-r", "-c", "folder"],
+        vec!["compress", "-", "-"],
+        vec!["compress", "model.safetensors", "--chunk-size", "0"],
+        vec!["compress", "model.safetensors", "--budget", "0"],
+        vec!["compress", "--no-such-flag", "model.safetensors"],
+        vec!["frobnicate"],
+    ] {
+        let o = brevis(d, &args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(!stderr(&o).is_empty(), "{args:?}");
+        assert_eq!(listing(d), before, "{args:?} wrote files");
+    }
+    // A folder without -r is an input error (exit 1) naming it.
+    let o = brevis(d, &["compress", "folder"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(fails_with_one_line(&o).contains("folder"));
+    // The exit codes are documented in --help.
+    for args in [vec!["--help"], vec!["compress", "--help"], vec!["decompress", "--help"]] {
+        let help = stdout(&brevis(d, &args));
+        assert!(help.contains("Exit codes: 0") && help.contains("2 a usage error"), "{args:?}: {help}");
+    }
+}
+
+#[test]
+fn rm_removes_inputs_only_after_a_verified_success() {
+    let (dir, m) = setup();
+    let d = dir.path();
+    std::fs::write(d.join("other.bin"), b"some other bytes").unwrap();
+    // -k is the default and may be given.
+    ok(&brevis(d, &["compress", "-q", "-k", "other.bin"]));
+    assert!(d.join("other.bin").exists());
+    std::fs::remove_file(d.join("other.bin.brv")).unwrap();
+    ok(&brevis(d, &["compress", "-q", "--rm", "model.safetensors", "other.bin"]));
+    assert_eq!(listing(d), ["model.safetensors.brv", "other.bin.brv"]);
+    ok(&brevis(d, &["-d", "-q", "--rm", "model.safetensors.brv"]));
+    assert_eq!(listing(d), ["model.safetensors", "other.bin.brv"]);
+    assert_eq!(std::fs::read(d.join("model.safetensors")).unwrap(), m);
+    // The last of --rm and -k wins.
+    ok(&brevis(d, &["compress", "-q", "--rm", "-k", "model.safetensors"]));
+    assert!(d.join("model.safetensors").exists());
+
+    // Failures keep the input: an output that exists (no -f) ...
+    let o = brevis(d, &["compress", "--rm", "model.safetensors"]);
+    assert!(fails_with_one_line(&o).contains("exists"));
+    assert_eq!(std::fs::read(d.join("model.safetensors")).unwrap(), m);
+    // ... a damaged archive (no output either) ...
+    let mut bad = std::fs::read(d.join("model.safetensors.brv")).unwrap();
+    let at = bad.len() / 2;
+    bad[at] ^= 1;
+    std::fs::write(d.join("bad.brv"), &bad).unwrap();
+    let o = brevis(d, &["-d", "--rm", "bad.brv"]);
+    fails_with_one_line(&o);
+    assert_eq!(std::fs::read(d.join("bad.brv")).unwrap(), bad);
+    assert!(!d.join("bad").exists());
+    // ... and with -c nothing is removed (as zstd).
+    let o = brevis(d, &["-d", "-c", "--rm", "other.bin.brv"]);
+    ok(&o);
+    assert_eq!(o.stdout, b"some other bytes");
+    assert!(d.join("other.bin.brv").exists());
+    no_temp_files(d);
+}
+
+#[test]
+fn progress_line_only_on_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("x.safetensors"), fixture_bytes()).unwrap();
+    // Stderr is a pipe here: no progress line even when it is due at once.
+    let o = Command::new(env!("CARGO_BIN_EXE_brevis"))
+        .args(["compress", "x.safetensors"])
+        .env("BREVIS_PROGRESS_DELAY_MS", "0")
+        .current_dir(d)
+        .output()
+        .unwrap();
+    ok(&o);
+    let err = stderr(&o);
+    assert_eq!(err.lines().count(), 1, "{err:?}");
+    assert!(!err.contains('\r') && !err.contains('\x1b') && !err.contains("MiB"), "{err:?}");
+    // On a terminal (`script` gives the command one) the line is drawn, and -q silences it.
+    if !support::tools::have("script", &["--version"]) {
+        return support::skip("no `script` command to run brevis on a terminal");
+    }
+    let exe = env!("CARGO_BIN_EXE_brevis");
+    let on_tty = |args: &str| {
+        let cmd = format!("BREVIS_PROGRESS_DELAY_MS=0 {exe} {args}");
+        let o = Command::new("script").args(["-qec", &cmd, "/dev/null"]).current_dir(d).output().unwrap();
+        ok(&o);
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let shown = on_tty("compress -f x.safetensors");
+    assert!(shown.contains("x.safetensors [") && shown.contains("MiB"), "{shown:?}");
+    let quiet = on_tty("compress -q -f x.safetensors");
+    assert!(quiet.trim().is_empty(), "{quiet:?}");
+    // Binary output to a terminal is refused, nothing written, unless -f.
+    let cmd = format!("{exe} compress -c x.safetensors");
+    let o = Command::new("script").args(["-qec", &cmd, "/dev/null"]).current_dir(d).output().unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("terminal") && !o.status.success(), "{text:?}");
+}
+
+/// A model folder as transformers writes a sharded checkpoint: the fixture's tensors in 4
+/// shards with model.safetensors.index.json, config and tokenizer files, a nested folder, an
+/// empty folder and a symbolic link to a file. Returns the file names (relative) and bytes
+/// that a restored copy must hold.
+fn sharded_folder(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let x = fixture_bytes();
+    let st = safetensors::SafeTensors::deserialize(&x).unwrap();
+    let mut tensors = st.tensors();
+    tensors.sort_by(|a, b| a.0.cmp(&b.0));
+    assert!(tensors.len() >= 4, "the fixture has {} tensors", tensors.len());
+    let mut files = Vec::new();
+    let mut weight_map = serde_json::Map::new();
+    let mut total = 0usize;
+    let per = tensors.len().div_ceil(4);
+    for (i, part) in tensors.chunks(per).enumerate() {
+        let name = format!("model-{:05}-of-00004.safetensors", i + 1);
+        let meta = Some([("format".to_string(), "pt".to_string())].into_iter().collect());
+        let bytes = safetensors::serialize(part.iter().map(|(n, v)| (n.clone(), v.clone())), &meta).unwrap();
+        for (n, v) in part {
+            weight_map.insert(n.clone(), name.clone().into());
+            total += v.data().len();
+        }
+        files.push((name, bytes));
+    }
+    assert_eq!(files.len(), 4);
+    let index = serde_json::json!({"metadata": {"total_size": total}, "weight_map": weight_map});
+    files.push(("model.safetensors.index.json".into(), serde_json::to_vec_pretty(&index).unwrap()));
+    files.push(("config.json".into(), br#"{"architectures": ["SileroVAD"], "sampling_rate": 16000}"#.to_vec()));
+    files.push(("tokenizer.json".into(), Rng(3).bytes(5000)));
+    files.push(("sub/notes.txt".into(), b"a nested file\n".to_vec()));
+    files.push(("sub/deeper/empty.bin".into(), Vec::new()));
+    for (name, bytes) in &files {
+        let p = dir.join(name);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, bytes).unwrap();
+    }
+    std::fs::create_dir(dir.join("empty")).unwrap();
+    std::os::unix::fs::symlink("config.json", dir.join("link.json")).unwrap();
+    files.push(("link.json".into(), files[5].1.clone()));
+    files.sort();
+    files
+}
+
+/// A temporary folder holding `model/`, a [`sharded_folder`]; and that folder's files.
+fn model_folder() -> (tempfile::TempDir, Vec<(String, Vec<u8>)>) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("model")).unwrap();
+    let expected = sharded_folder(&dir.path().join("model"));
+    (dir, expected)
+}
+
+/// The regular files under `dir` (relative names, sorted) with their bytes, and its folders.
+fn tree(dir: &Path) -> (Vec<(String, Vec<u8>)>, Vec<String>) {
+    let (mut files, mut dirs) = (Vec::new(), Vec::new());
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let rel = p.strip_prefix(dir).unwrap().to_string_lossy().into_owned();
+            let t = std::fs::symlink_metadata(&p).unwrap().file_type();
+            assert!(!t.is_symlink(), "{rel} is a symbolic link in an output tree");
+            if t.is_dir() {
+                dirs.push(rel);
+                todo.push(p);
+            } else {
+                files.push((rel, std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    files.sort();
+    dirs.sort();
+    (files, dirs)
+}
+
+#[test]
+fn sharded_folder_round_trips_through_r() {
+    let (dir, expected) = model_folder();
+    let d = dir.path();
+    ok(&brevis(d, &["compress", "-q", "-r", "model", "-o", "archives"]));
+    let (archives, dirs) = tree(&d.join("archives"));
+    let names: Vec<&str> = archives.iter().map(|(n, _)| n.as_str()).collect();
+    let want: Vec<String> = expected.iter().map(|(n, _)| format!("{n}.brv")).collect();
+    assert_eq!(names, want);
+    assert_eq!(dirs, ["empty", "sub", "sub/deeper"]);
+    for ((name, archive), (_, original)) in archives.iter().zip(&expected) {
+        assert_eq!(&brevis::decompress(archive).unwrap(), original, "{name}");
+    }
+    let shards: usize = archives.iter().filter(|(n, _)| n.ends_with(".safetensors.brv")).map(|(_, a)| a.len()).sum();
+    let originals: usize = expected.iter().filter(|(n, _)| n.ends_with(".safetensors")).map(|(_, a)| a.len()).sum();
+    assert!(shards < originals, "shards: {shards} bytes of archives for {originals}");
+
+    ok(&brevis(d, &["decompress", "-q", "-r", "archives", "-o", "restored"]));
+    let (restored, dirs) = tree(&d.join("restored"));
+    assert_eq!(restored, expected, "the restored folder differs");
+    assert_eq!(dirs, ["empty", "sub", "sub/deeper"]);
+    // The index names files that are all there, unchanged.
+    let index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(d.join("restored/model.safetensors.index.json")).unwrap()).unwrap();
+    for shard in index["weight_map"].as_object().unwrap().values() {
+        assert!(d.join("restored").join(shard.as_str().unwrap()).is_file(), "{shard}");
+    }
+    // Existing outputs are refused without -f (every file reported), replaced with it.
+    let o = brevis(d, &["decompress", "-r", "archives", "-o", "restored"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(stderr(&o).lines().filter(|l| l.contains("already exists")).count(), expected.len());
+    ok(&brevis(d, &["decompress", "-q", "-f", "-r", "archives", "-o", "restored"]));
+    assert_eq!(tree(&d.join("restored")).0, expected);
+    no_temp_files(&d.join("restored"));
+    no_temp_files(&d.join("archives"));
+}
+
+#[test]
+fn folders_in_place_and_what_is_not_copied() {
+    let (dir, expected) = model_folder();
+    let (d, model) = (dir.path(), dir.path().join("model"));
+    // In place: each archive next to its file; again: the archives are not compressed (and
+    // the existing ones are refused without -f).
+    ok(&brevis(d, &["compress", "-q", "-r", "model"]));
+    let o = brevis(d, &["compress", "-q", "-r", "model"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(!stderr(&o).contains(".brv.brv") && !model.join("config.json.brv.brv").exists(), "{}", stderr(&o));
+    // --rm in place, then restore in place.
+    ok(&brevis(d, &["compress", "-q", "-f", "--rm", "-r", "model"]));
+    let names: Vec<String> = tree(&model).0.into_iter().map(|(n, _)| n).collect();
+    assert!(names.iter().all(|n| n.ends_with(".brv")), "{names:?}");
+    ok(&brevis(d, &["-d", "-q", "--rm", "-r", "model"]));
+    assert_eq!(tree(&model).0, expected);
+
+    // A link to a folder is not followed and a stray file in an archive folder is not
+    // restored: both reported (exit 1), everything else done.
+    std::os::unix::fs::symlink(".", model.join("loop")).unwrap();
+    let o = brevis(d, &["compress", "-q", "-r", "model", "-o", "archives"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(fails_with_one_line(&o).contains("loop"));
+    assert_eq!(tree(&d.join("archives")).0.len(), expected.len());
+    std::fs::write(d.join("archives/stray.txt"), b"not an archive").unwrap();
+    let o = brevis(d, &["-d", "-q", "-r", "archives", "-o", "restored"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(fails_with_one_line(&o).contains("stray.txt"));
+    assert_eq!(tree(&d.join("restored")).0, expected);
+}

@@ -589,7 +589,7 @@ fn forged_index_bytes_never_panic() {
     let orig = original();
     let archive = compressed(&orig);
     let meta = meta_of(&archive);
-    let limit = DecodeOptions { threads: 1, memory_limit: 1 << 26, verify: true };
+    let limit = DecodeOptions { threads: 1, memory_limit: 1 << 26, verify: true, ..Default::default() };
     let bad = sweep(4000, |round| {
         let mut rng = Rng(round as u64);
         let mut m = meta.clone();

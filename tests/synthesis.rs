@@ -83,8 +83,8 @@ fn learned_prior_round_trips_as_json_and_gives_the_same_archive() {
     let json = prior.to_json();
     let back = brevis::synth::Prior::from_json(&json).unwrap();
     assert_eq!(back, prior);
-    // On the fly, compress learns exactly this prior from its input.
-    let learned = brevis::compress(&f, &brevis::Options::default()).unwrap();
+    // With `PriorSource::Learn`, compress learns exactly this prior from its input.
+    let learned = brevis::compress(&f, &brevis::Options { prior: PriorSource::Learn, ..Default::default() }).unwrap();
     let given =
         brevis::compress(&f, &brevis::Options { prior: PriorSource::Given(Arc::new(back)), ..Default::default() })
             .unwrap();
@@ -101,9 +101,21 @@ fn uniform_prior_uses_the_same_productions() {
     assert_eq!(brevis::decompress(&u).unwrap(), f);
     // With a budget large enough to exhaust the search, the prior changes the order only.
     let big = |prior| brevis::compress(&f, &brevis::Options { budget: 100_000, prior, ..Default::default() }).unwrap();
-    let (a, b) = (big(PriorSource::Uniform), big(PriorSource::Learn));
+    let (a, b) = (big(PriorSource::Uniform), big(PriorSource::Builtin));
     let diff = (a.len() as f64 - b.len() as f64).abs() / a.len() as f64;
     assert!(diff < 0.002, "exhaustive searches differ by {:.3}%", 100.0 * diff);
+}
+
+/// The built-in prior parses, is learned (not uniform), and is the default.
+#[test]
+fn builtin_prior_is_the_default() {
+    let p = brevis::synth::builtin_prior();
+    assert!(!p.is_uniform() && p.tensors > 0);
+    assert!(matches!(brevis::Options::default().prior, PriorSource::Builtin));
+    let f = checkpoint();
+    let default = brevis::compress(&f, &brevis::Options::default()).unwrap();
+    let given = brevis::compress(&f, &brevis::Options { prior: PriorSource::Given(p), ..Default::default() }).unwrap();
+    assert!(default == given);
 }
 
 #[test]

@@ -1,6 +1,8 @@
 //! The `brevis` command line: compress, decompress, inspect, verify.
 //!
-//! zstd's habits: the input is never modified or deleted; an existing output is never replaced
+//! zstd's habits: several inputs in one call, `-` for stdin, `-c` for stdout, `-r` for folders
+//! (src/bin/brevis/jobs.rs), `brevis -d` for `brevis decompress`; the input is kept (deleted
+//! only with `--rm`, after the output is verified); an existing output is never replaced
 //! without `-f`; output goes to a temporary file in the destination folder that is renamed into
 //! place only when complete (and removed on error or Ctrl-C); errors are one line on stderr
 //! that names the file concerned, and a non-zero exit. Outputs take their input's permission
@@ -9,19 +11,48 @@
 
 #[path = "brevis/bench.rs"]
 mod bench;
+#[path = "brevis/codec.rs"]
+mod codec;
+#[path = "brevis/fsio.rs"]
+mod fsio;
+#[path = "brevis/jobs.rs"]
+mod jobs;
+#[path = "brevis/progress.rs"]
+mod progress;
 
 use brevis::file_meta::OutputAttrs;
 use brevis::source::MappedFile as Input;
 use clap::{Args, Parser, Subcommand};
+use fsio::{check_output, open, open_regular, read_input, write_atomic, Compare, Watch, PENDING};
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Mutex;
 use std::time::Instant;
+
+/// Exit codes (also in `brevis --help` and the README).
+const EXIT_CODES: &str = "\
+`brevis -d ARGS` is short for `brevis decompress ARGS`.
+
+Exit codes: 0 success (every input done); 1 an input or output failed (each failure is one
+line on stderr; with several inputs the others are still done); 2 a usage error (nothing
+done); 130 interrupted (Ctrl-C; the output being written is removed).";
+
+mod exit {
+    /// Some input or output failed.
+    pub const FAILED: u8 = 1;
+    /// The command line itself is wrong; nothing was done.
+    pub const USAGE: u8 = 2;
+
+    pub fn usage(msg: &str) -> std::process::ExitCode {
+        eprintln!("brevis: {msg}");
+        std::process::ExitCode::from(USAGE)
+    }
+}
 
 #[derive(Parser)]
 #[command(name = "brevis", version, about = "Lossless checkpoint compression by program synthesis")]
+#[command(after_help = EXIT_CODES)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -42,7 +73,8 @@ struct Common {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Compress a file (safetensors or anything else) into a Brevis archive.
+    /// Compress files (safetensors, GGUF or anything else) into Brevis archives.
+    #[command(after_help = EXIT_CODES)]
     Compress(CompressArgs),
     /// Learn a production prior from checkpoints, to reuse with `compress --prior`.
     Prior {
@@ -55,7 +87,8 @@ enum Cmd {
     /// Without `--search`: speed and size of Brevis (compress, decompress with 1 and all threads)
     /// against zstd -3 and -9, lz4, deflate and memcpy, on the same bytes in memory.
     Bench(BenchArgs),
-    /// Restore the original file from an archive.
+    /// Restore the original files from archives.
+    #[command(visible_alias = "d", after_help = EXIT_CODES)]
     Decompress(DecompressArgs),
     /// Show each tensor's program, sizes and bits per element.
     Inspect { archive: PathBuf },
@@ -63,15 +96,40 @@ enum Cmd {
     Verify(VerifyArgs),
 }
 
-#[derive(Args)]
-struct CompressArgs {
-    input: PathBuf,
-    /// Output path (default: INPUT.brv).
-    #[arg(short, long)]
+/// The files of a compress or decompress call, and what happens to them.
+#[derive(Args, Clone)]
+struct Files {
+    /// Files to read; `-` (or none, when stdin is not a terminal) reads stdin, spooled to a
+    /// temporary file in $TMPDIR unless it is a regular file. With -r, also folders.
+    #[arg(value_name = "INPUT")]
+    inputs: Vec<PathBuf>,
+    /// The output file (one input; `-` is stdout), or with -r the output folder, mirrored.
+    /// Default: next to each input (compress: INPUT.brv; decompress: INPUT without .brv);
+    /// stdout for stdin.
+    #[arg(short, long, value_name = "PATH")]
     output: Option<PathBuf>,
-    /// Overwrite an existing output.
+    /// Write to stdout (only once the whole output is made: nothing partial on an error).
+    /// Refused when stdout is a terminal, unless -f.
+    #[arg(short = 'c', long = "stdout")]
+    stdout: bool,
+    /// Take every file under the folders given (one archive per file; see the README).
+    #[arg(short = 'r', long)]
+    recursive: bool,
+    /// Remove each input once its output is written and verified (ignored with -c).
+    #[arg(long = "rm", overrides_with = "keep")]
+    rm: bool,
+    /// Keep the inputs (the default).
+    #[arg(short = 'k', long = "keep", overrides_with = "rm")]
+    keep: bool,
+    /// Overwrite existing outputs (and write binary to a terminal).
     #[arg(short, long)]
     force: bool,
+}
+
+#[derive(Args)]
+struct CompressArgs {
+    #[command(flatten)]
+    files: Files,
     /// Bytes of original data per independently decodable chunk.
     #[arg(long, default_value_t = 1 << 20)]
     chunk_size: usize,
@@ -128,15 +186,11 @@ struct BenchArgs {
 
 #[derive(Args)]
 struct DecompressArgs {
-    input: PathBuf,
-    /// Output path (default: INPUT without .brv).
-    #[arg(short, long)]
-    output: Option<PathBuf>,
+    #[command(flatten)]
+    files: Files,
     /// The reference the archive was made against (safetensors or .brv).
     #[arg(long = "ref", value_name = "BASE")]
     reference: Option<PathBuf>,
-    #[arg(short, long)]
-    force: bool,
     /// Working memory to stay under, e.g. 64M (K, M, G: powers of 1024; default 1G): bounds
     /// the chunks decoded at once and the index. The archive is read and the output written
     /// in windows. With --ref, everything is in memory and this bounds the output instead.
@@ -176,9 +230,10 @@ struct SearchArgs {
     /// Deepest program the search builds (levels of transforms).
     #[arg(long, default_value_t = brevis::synth::DEFAULT_DEPTH)]
     depth: usize,
-    /// Production prior: a JSON file from `brevis prior learn`, `uniform`, or `learn` (the
-    /// default: learned from a sample of the input).
-    #[arg(long, value_name = "FILE|uniform|learn")]
+    /// Production prior: `builtin` (the default: the prior that ships with Brevis, learned from
+    /// real checkpoints), `learn` (learned from a sample of the input's tensors, which takes
+    /// time), `uniform`, or a JSON file from `brevis prior learn`.
+    #[arg(long, value_name = "builtin|learn|uniform|FILE")]
     prior: Option<String>,
     /// Print search statistics (expansions, pruned nodes, time); also shown by -v.
     #[arg(long)]
@@ -193,7 +248,8 @@ impl SearchArgs {
     fn prior(&self) -> Result<brevis::synth::PriorSource, String> {
         use brevis::synth::PriorSource;
         Ok(match self.prior.as_deref() {
-            None | Some("learn") => PriorSource::Learn,
+            None | Some("builtin") => PriorSource::Builtin,
+            Some("learn") => PriorSource::Learn,
             Some("uniform") => PriorSource::Uniform,
             Some(path) => {
                 let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?;
@@ -234,9 +290,6 @@ fn parse_size(s: &str) -> Result<u64, String> {
     n.checked_mul(1 << shift).filter(|&v| v > 0).ok_or_else(|| format!("size {s:?} is zero or too large"))
 }
 
-/// The temporary output being written, removed by the Ctrl-C handler.
-static PENDING: Mutex<Option<PathBuf>> = Mutex::new(None);
-
 /// glibc returns freed blocks of a chunk's size (about 1 MiB and up) to the kernel, so the next
 /// chunk's buffers fault their pages in and zero them again: keep them in the heap instead
 /// (mmap only above 32 MiB, trim the heap only above 256 MiB free). Decompressing MiniLM bf16
@@ -256,98 +309,16 @@ fn main() -> ExitCode {
         if let Some(p) = PENDING.lock().ok().and_then(|g| g.clone()) {
             let _ = std::fs::remove_file(p);
         }
-        eprintln!("brevis: interrupted; no output written");
+        eprintln!("brevis: interrupted; the output being written was removed");
         std::process::exit(130);
     });
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(short_decompress(std::env::args_os()));
     match run(cli) {
         Ok(code) => code,
         Err(msg) => {
             eprintln!("brevis: {msg}");
             ExitCode::from(1)
         }
-    }
-}
-
-/// Maps the input read-only. The file must not change while it is mapped.
-fn read_input(path: &Path) -> Result<Input, String> {
-    open(path)?;
-    Input::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))
-}
-
-/// Writes `data` to `out` atomically: temp file in the same folder, fsync, rename.
-fn write_atomic(out: &Path, force: bool, attrs: &OutputAttrs, data: &[u8]) -> Result<(), String> {
-    write_atomic_with(out, force, attrs, |f| {
-        f.write_all(data).map_err(|e| format!("cannot write {}: {e}", out.display()))
-    })
-}
-
-/// Lets `fill` write `out` into a temporary file in the same folder, created with `attrs`'s
-/// mode (under the umask); then gives it `attrs`'s time and owner, fsyncs it and renames it
-/// into place. On an error (or Ctrl-C) the temporary file is removed and nothing is left.
-fn write_atomic_with(
-    out: &Path,
-    force: bool,
-    attrs: &OutputAttrs,
-    fill: impl FnOnce(&mut std::fs::File) -> Result<(), String>,
-) -> Result<(), String> {
-    let dir = match out.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let mut b = tempfile::Builder::new();
-    b.prefix(".brevis-").suffix(".tmp");
-    #[cfg(unix)]
-    b.permissions(attrs.permissions());
-    let mut tmp =
-        b.tempfile_in(&dir).map_err(|e| format!("cannot create a temporary file in {}: {e}", dir.display()))?;
-    *PENDING.lock().unwrap() = Some(tmp.path().to_path_buf());
-    let res = (|| {
-        fill(tmp.as_file_mut())?;
-        attrs.apply(tmp.as_file()).map_err(|e| format!("cannot set the time of {}: {e}", out.display()))?;
-        tmp.as_file().sync_all().map_err(|e| format!("cannot write {}: {e}", out.display()))?;
-        let kept = if force { tmp.persist(out) } else { tmp.persist_noclobber(out) };
-        kept.map(|_| ()).map_err(|e| match e.error.kind() {
-            std::io::ErrorKind::AlreadyExists if !force => {
-                format!("{} already exists; use -f to overwrite", out.display())
-            }
-            _ if out.is_dir() => format!("{} is a directory", out.display()),
-            _ => format!("cannot create {}: {}", out.display(), e.error),
-        })
-    })();
-    *PENDING.lock().unwrap() = None;
-    res
-}
-
-/// Refuses an output that is a directory (or names one: it ends in `/`), that exists (without
-/// `force`), or that is the input.
-fn check_output(input: &Path, out: &Path, force: bool) -> Result<(), String> {
-    if out.is_dir() {
-        return Err(format!("{} is a directory; give a file name with -o", out.display()));
-    }
-    if out.as_os_str().to_string_lossy().ends_with(std::path::is_separator) {
-        return Err(format!("{} names a directory (it ends in '/'); give a file name with -o", out.display()));
-    }
-    if out.exists() {
-        if !force {
-            return Err(format!("{} already exists; use -f to overwrite", out.display()));
-        }
-        if let (Ok(a), Ok(b)) = (std::fs::canonicalize(input), std::fs::canonicalize(out)) {
-            if a == b {
-                return Err(format!("{} is both the input and the output", out.display()));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// A library error about `input`, or about `out` when writing it failed (`write_failed`, or
-/// the archive writer's own [`brevis::container::WriteError`]).
-fn named(e: brevis::Error, input: &Path, out: &Path, write_failed: bool) -> String {
-    let writing = write_failed || brevis::container::is_write_error(&e);
-    match e {
-        brevis::Error::Io(io) if writing => format!("cannot write {}: {io}", out.display()),
-        e => format!("{}: {e}", input.display()),
     }
 }
 
@@ -359,10 +330,26 @@ fn mb(n: u64) -> String {
     format!("{:.2} MB", n as f64 / 1e6)
 }
 
+/// `brevis -d ARGS` (and zstd's `-dc`, `-df`...) is `brevis decompress ARGS` (with `-c`...).
+fn short_decompress(args: impl Iterator<Item = std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let mut args: Vec<_> = args.collect();
+    let flags = args.get(1).and_then(|a| a.to_str()).and_then(|a| a.strip_prefix('-')).map(str::to_string);
+    if let Some(f) =
+        flags.filter(|f| f == "-decompress" || (f.contains('d') && f.chars().all(|c| c.is_ascii_alphabetic())))
+    {
+        let rest: String = f.chars().filter(|&c| c != 'd').collect();
+        args[1] = "decompress".into();
+        if !rest.is_empty() && f != "-decompress" {
+            args.insert(2, format!("-{rest}").into());
+        }
+    }
+    args
+}
+
 fn run(cli: Cli) -> Result<ExitCode, String> {
     match cli.cmd {
-        Cmd::Compress(args) => compress(args),
-        Cmd::Decompress(args) => decompress(args),
+        Cmd::Compress(args) => Ok(codec::compress(&args)),
+        Cmd::Decompress(args) => Ok(codec::decompress(&args)),
         Cmd::Prior { cmd: PriorCmd::Learn { files, output, force, common } } => {
             prior_learn(files, output, force, common)
         }
@@ -375,165 +362,6 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
         Cmd::Verify(args) => verify(args),
     }
 }
-
-fn compress(args: CompressArgs) -> Result<ExitCode, String> {
-    let CompressArgs { input, output, force, chunk_size, reference, memory_limit, no_preserve, search, common } = args;
-    let out = output.unwrap_or_else(|| {
-        let mut s = input.clone().into_os_string();
-        s.push(".brv");
-        PathBuf::from(s)
-    });
-    let (file, meta) = open_regular(&input)?;
-    check_output(&input, &out, force)?;
-    let size = meta.len();
-    if chunk_size == 0 {
-        return Err("--chunk-size must be positive".into());
-    }
-    if !common.quiet && size > 64 << 20 {
-        eprint!("brevis: compressing {} ({})...\r", input.display(), mb(size));
-    }
-    let t0 = Instant::now();
-    if search.budget == 0 {
-        return Err("--budget must be positive".into());
-    }
-    let stats = (search.stats || common.verbose).then(|| std::sync::Arc::new(Default::default()));
-    let opts = brevis::Options {
-        threads: common.threads,
-        chunk_bytes: chunk_size,
-        budget: search.budget,
-        depth: search.depth,
-        prior: search.prior()?,
-        stats: stats.clone(),
-        memory_limit,
-        reuse: !search.search_each,
-        level: search.level,
-        file_meta: (!no_preserve).then(|| brevis::FileMeta::of(&meta)),
-        ..Default::default()
-    };
-    let attrs = if no_preserve { OutputAttrs::plain() } else { OutputAttrs::like(&meta, None) };
-    let mut archive_len = 0u64;
-    match &reference {
-        // Against a reference, the input and the reference are mapped whole.
-        Some(r) => {
-            let data = read_input(&input)?;
-            let archive = brevis::compress_with_ref(&data, &read_input(r)?, &opts)
-                .map_err(|e| format!("{} against {}: {e}", input.display(), r.display()))?;
-            archive_len = archive.len() as u64;
-            write_atomic(&out, force, &attrs, &archive)?;
-        }
-        None => write_atomic_with(&out, force, &attrs, |f| {
-            archive_len = brevis::compress_file(&file, f, &opts).map_err(|e| named(e, &input, &out, false))?;
-            Ok(())
-        })?,
-    }
-    if common.verbose {
-        let a = open(&out)?;
-        print_programs(&out, &a)?;
-    }
-    if let (Some(st), false) = (&stats, common.quiet) {
-        let st: &brevis::synth::SearchStats = st;
-        eprintln!("{}", st.summary());
-    }
-    if !common.quiet {
-        let pct = if size == 0 { 0.0 } else { 100.0 * archive_len as f64 / size as f64 };
-        eprintln!(
-            "{}: {} -> {} ({pct:.2}%) in {:.2} s => {}",
-            input.display(),
-            mb(size),
-            mb(archive_len),
-            t0.elapsed().as_secs_f64(),
-            out.display()
-        );
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-fn decompress(args: DecompressArgs) -> Result<ExitCode, String> {
-    let DecompressArgs { input, output, force, reference, memory_limit, no_preserve, common } = args;
-    let out = match output {
-        Some(o) => o,
-        None => match input.to_str().and_then(|s| s.strip_suffix(".brv")) {
-            Some(s) if !s.is_empty() => PathBuf::from(s),
-            _ => return Err(format!("{} does not end in .brv; give the output with -o", input.display())),
-        },
-    };
-    let (file, meta) = open_regular(&input)?;
-    check_output(&input, &out, force)?;
-    let t0 = Instant::now();
-    let opts = decode_options(common.threads, memory_limit, reference.is_some());
-    let name = |e: brevis::Error| format!("{}: {e}", input.display());
-    let attrs = |recorded: Option<brevis::FileMeta>| {
-        if no_preserve {
-            OutputAttrs::plain()
-        } else {
-            OutputAttrs::like(&meta, recorded.as_ref())
-        }
-    };
-    let mut original_len = 0u64;
-    match &reference {
-        // Against a reference, the archive, the reference and the output are in memory.
-        Some(r) => {
-            let (data, base) = (read_input(&input)?, read_input(r)?);
-            let mut a = brevis::Archive::open_with_limit(&data, opts.memory_limit).map_err(name)?;
-            let base = brevis::reference::Reference::new(&base).map_err(|e| format!("{}: {e}", r.display()))?;
-            a.set_reference(base).map_err(name)?;
-            let original = a.decompress(&opts).map_err(name)?;
-            original_len = original.len() as u64;
-            write_atomic(&out, force, &attrs(a.file_meta()), &original)?;
-        }
-        None => {
-            let source = brevis::source::Source::file(&file).map_err(name)?;
-            let a = brevis::Archive::open_source(source, opts.memory_limit).map_err(name)?;
-            // Workers write their chunks in place (positioned writes into the temporary file).
-            write_atomic_with(&out, force, &attrs(a.file_meta()), |f| {
-                original_len = a.decompress_to_file(f, &opts).map_err(|e| named(e, &input, &out, false))?;
-                Ok(())
-            })?
-        }
-    }
-    if !common.quiet {
-        eprintln!(
-            "{}: {} -> {} in {:.2} s => {}",
-            input.display(),
-            mb(meta.len()),
-            mb(original_len),
-            t0.elapsed().as_secs_f64(),
-            out.display()
-        );
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// A writer that notes whether writing (or reading, for [`Compare`]) failed, to tell those
-/// errors from the archive's own.
-struct Watch<W> {
-    inner: W,
-    failed: bool,
-}
-
-impl<W> Watch<W> {
-    fn new(inner: W) -> Self {
-        Watch { inner, failed: false }
-    }
-
-    fn note<T>(&mut self, r: std::io::Result<T>) -> std::io::Result<T> {
-        self.failed |= r.is_err();
-        r
-    }
-}
-
-impl<W: Write> Write for Watch<W> {
-    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
-        let r = self.inner.write(data);
-        self.note(r)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        let r = self.inner.flush();
-        self.note(r)
-    }
-}
-
 fn prior_learn(files: Vec<PathBuf>, output: PathBuf, force: bool, common: Common) -> Result<ExitCode, String> {
     for f in &files {
         check_output(f, &output, force)?;
@@ -595,13 +423,16 @@ fn bench_search(args: BenchArgs) -> Result<ExitCode, String> {
     let inputs: Vec<Input> = files.iter().map(|f| read_input(f)).collect::<Result<_, _>>()?;
     let total: u64 = inputs.iter().map(|d| d.len() as u64).sum();
     println!("{} files, {} bytes; sizes as % of the original, times in seconds", files.len(), total);
-    println!("\n| budget | learned prior | time | uniform prior | time |\n|---|---|---|---|---|");
+    println!(
+        "\n| budget | built-in prior | time | learned prior | time | uniform prior | time |\n|---|---|---|---|---|---|---|"
+    );
     for &b in &budgets {
         if b == 0 {
             return Err("budgets must be positive".into());
         }
         let mut row = format!("| {b} |");
-        for prior in [brevis::synth::PriorSource::Learn, brevis::synth::PriorSource::Uniform] {
+        use brevis::synth::PriorSource;
+        for prior in [PriorSource::Builtin, PriorSource::Learn, PriorSource::Uniform] {
             let opts = brevis::Options { threads: common.threads, budget: b, prior, ..Default::default() };
             let t0 = Instant::now();
             let mut size = 0u64;
@@ -657,87 +488,6 @@ fn decode_options(threads: usize, memory_limit: Option<u64>, in_memory: bool) ->
     let d = brevis::DecodeOptions::default();
     let fallback = if in_memory { d.memory_limit } else { brevis::DEFAULT_MEMORY_LIMIT };
     brevis::DecodeOptions { threads, memory_limit: memory_limit.unwrap_or(fallback), ..d }
-}
-
-/// Opens a file to read; a directory is an error that says so.
-fn open(path: &Path) -> Result<std::fs::File, String> {
-    let f = std::fs::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-    if f.metadata().is_ok_and(|m| m.is_dir()) {
-        return Err(format!("{} is a directory", path.display()));
-    }
-    Ok(f)
-}
-
-/// Opens an input that is read by position (its length taken now): a regular file.
-fn open_regular(path: &Path) -> Result<(std::fs::File, std::fs::Metadata), String> {
-    let f = open(path)?;
-    let meta = f.metadata().map_err(|e| format!("cannot stat {}: {e}", path.display()))?;
-    if !meta.is_file() {
-        return Err(format!("{} is not a regular file", path.display()));
-    }
-    Ok((f, meta))
-}
-
-/// A writer that compares what it is given with a file read sequentially (or only counts it),
-/// remembering the first differing byte.
-struct Compare {
-    original: Option<std::io::BufReader<std::fs::File>>,
-    pos: u64,
-    differs: Option<u64>,
-    buf: Vec<u8>,
-}
-
-impl Compare {
-    fn new(original: Option<std::fs::File>) -> Compare {
-        Compare {
-            original: original.map(|f| std::io::BufReader::with_capacity(1 << 20, f)),
-            pos: 0,
-            differs: None,
-            buf: Vec::new(),
-        }
-    }
-
-    fn differs_at(&self) -> Option<u64> {
-        self.differs
-    }
-
-    /// The first differing byte, counting an original longer than what was written.
-    fn finish(mut self) -> std::io::Result<Option<u64>> {
-        if self.differs.is_none() {
-            if let Some(o) = &mut self.original {
-                if o.read(&mut [0u8; 1])? > 0 {
-                    self.differs = Some(self.pos);
-                }
-            }
-        }
-        Ok(self.differs)
-    }
-}
-
-impl Write for Compare {
-    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
-        if let (None, Some(o)) = (self.differs, &mut self.original) {
-            self.buf.resize(data.len(), 0);
-            let mut got = 0;
-            while got < data.len() {
-                match o.read(&mut self.buf[got..])? {
-                    0 => break,
-                    n => got += n,
-                }
-            }
-            if let Some(i) = data[..got].iter().zip(&self.buf[..got]).position(|(a, b)| a != b) {
-                self.differs = Some(self.pos + i as u64);
-            } else if got < data.len() {
-                self.differs = Some(self.pos + got as u64);
-            }
-        }
-        self.pos += data.len() as u64;
-        Ok(data.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 fn print_programs(path: &Path, file: &std::fs::File) -> Result<(), String> {

@@ -505,8 +505,20 @@ fn code_symbols<'e>(n: usize, entry: impl Fn(usize) -> &'e EncSym) -> ([u32; 4],
     ([x0, x1, x2, x3], words)
 }
 
-/// Encodes `symbols` (at least one) and appends the block to `out`.
-pub fn encode(symbols: &[u16], ctx: Ctx, out: &mut Vec<u8>) {
+/// What the encoder decides before coding: the block's header (context thresholds and tables),
+/// the encoder entries, and the estimated bits of the coded symbols.
+struct Prepared {
+    header: Vec<u8>,
+    k: usize,
+    compact: bool,
+    rank: Vec<u16>,
+    stride: usize,
+    enc: Vec<EncSym>,
+    table_of: Vec<u8>,
+    data_bits: f64,
+}
+
+fn prepare(symbols: &[u16], ctx: Ctx) -> Prepared {
     assert!(!symbols.is_empty());
     if let Ctx::Side(s) = ctx {
         assert_eq!(s.len(), symbols.len());
@@ -538,6 +550,7 @@ pub fn encode(symbols: &[u16], ctx: Ctx, out: &mut Vec<u8>) {
     };
     let stride = if compact { rank.iter().max().map_or(0, |&r| r as usize + 1) } else { alphabet };
     let mut enc: Vec<EncSym> = vec![EncSym::default(); k * stride];
+    let mut data_bits = 0f64;
     for (c, hist) in hists.iter().enumerate() {
         let hist: &[(u16, u64)] = if hist.is_empty() { &[(0, 1)] } else { hist };
         let (table, qs, r_log, _) = build_table(hist);
@@ -550,8 +563,25 @@ pub fn encode(symbols: &[u16], ctx: Ctx, out: &mut Vec<u8>) {
             }
             cum += f;
         }
+        for (h, &f) in hist.iter().zip(&table.freqs) {
+            data_bits += h.1 as f64 * (table.prob_bits as f64 - (f as f64).log2());
+        }
     }
-    out.extend_from_slice(&w.finish());
+    Prepared { header: w.finish(), k, compact, rank, stride, enc, table_of, data_bits }
+}
+
+/// The block's length in bytes as [`encode`] would write it, with the coded symbols estimated
+/// from the tables (within a few bytes; the search compares candidates with it).
+pub fn estimated_len(symbols: &[u16], ctx: Ctx) -> usize {
+    let p = prepare(symbols, ctx);
+    let words = (p.data_bits / 16.0).ceil() as usize;
+    p.header.len() + (64 - (words as u64 | 1).leading_zeros() as usize).div_ceil(7) + 16 + 2 * words
+}
+
+/// Encodes `symbols` (at least one) and appends the block to `out`.
+pub fn encode(symbols: &[u16], ctx: Ctx, out: &mut Vec<u8>) {
+    let Prepared { header, k, compact, rank, stride, enc, table_of, .. } = prepare(symbols, ctx);
+    out.extend_from_slice(&header);
 
     let n = symbols.len();
     let (states, words) = if k == 1 {
@@ -981,6 +1011,9 @@ mod tests {
         let used = decode(&out, symbols.len(), ctx, &mut dec).unwrap();
         assert_eq!(used, out.len() - 4);
         assert_eq!(dec, symbols);
+        // The estimate misses by the information left in the four final states at most.
+        let est = estimated_len(symbols, ctx) as i64;
+        assert!((est - used as i64).abs() <= 16 + used as i64 / 500, "estimated {est}, coded {used}");
         used
     }
 

@@ -51,14 +51,17 @@ pub(crate) fn chunk_elems(opts: &Options, word_bits: u32) -> u64 {
 
 /// The search settings for one job.
 pub(crate) fn search_options(opts: &Options, j: &Job, prior: Arc<Prior>) -> SearchOptions {
+    let level = opts.level;
     SearchOptions {
         chunk_elems: chunk_elems(opts, j.word_bits) as usize,
-        sample_elems: opts.sample_elems,
+        sample_elems: level.sample_elems(opts.sample_elems),
         budget: opts.budget,
         depth: opts.depth,
         prior,
         stats: opts.stats.clone(),
-        decode_weight: opts.level.decode_weight(),
+        decode_weight: level.decode_weight(),
+        screen_elems: level.screen_elems(),
+        finalists: level.finalists(),
     }
 }
 

@@ -2,7 +2,7 @@
 //!
 //! 1. [`plan::plan`]: the tensors and long byte regions of the input, in file order;
 //! 2. [`choose::duplicates`]: tensors identical to an earlier one become copies;
-//! 3. [`choose::prior`]: the production prior (learned from a sample by default);
+//! 3. [`choose::prior`]: the production prior (the built-in one by default);
 //! 4. [`choose::programs`]: one program per tensor (imposed, copy, or searched);
 //! 5. [`chunk_list`]: the chunks of every tensor, in index order;
 //! 6. [`encode`]: chunks coded a batch at a time and written as they come; a tensor whose
@@ -99,8 +99,8 @@ pub(crate) fn compress_in_memory(
     Ok(out)
 }
 
-/// Learns a production prior from the tensors of `input` (what [`compress_source`] does by
-/// default before choosing programs).
+/// Learns a production prior from the tensors of `input` (what [`compress_source`] does first
+/// with `PriorSource::Learn`).
 pub(crate) fn learn_prior(input: &[u8], opts: &Options) -> Result<synth::Prior> {
     let jobs = plan::plan(Source::Memory(input), None, opts.memory_limit)?;
     let views: Vec<synth::TensorView> = jobs.iter().map(|j| j.view()).collect();
@@ -166,6 +166,10 @@ fn encode<W: Write + Seek>(
     };
     for part in work.chunks(batch) {
         let coded: Vec<Result<Coded>> = part.par_iter().map(|&w| encode_chunk(&jobs[w.0], &programs[w.0], w)).collect();
+        if let Some(p) = &opts.progress {
+            let bytes: usize = part.iter().map(|w| w.2 - w.1).sum();
+            p.fetch_add(bytes as u64, std::sync::atomic::Ordering::Relaxed);
+        }
         for (&w, c) in part.iter().zip(coded) {
             let i = w.0;
             if recoded[i] {

@@ -286,10 +286,22 @@ impl Node {
         elem_offset: u64,
         out: &mut Vec<u8>,
     ) -> Result<()> {
-        self.encode_node(x, sib, reference, elem_offset, out).map_err(|e| match e {
+        self.encode_node(x, sib, reference, elem_offset, How::Write, out).map_err(|e| match e {
             Error::Corrupt(m) => Error::Invalid(m),
             e => e,
         })
+    }
+
+    /// The payload length `encode_with` would produce, with the coded symbols of the `rans` and
+    /// `lanes` leaves estimated from their tables instead of coded (within a few bytes per
+    /// leaf): what the chooser compares candidates by. Fails where `encode_with` fails.
+    pub fn estimated_len_with(&self, x: &Stream, sib: &[Stream], reference: Option<&Stream>) -> Result<usize> {
+        let mut out = Vec::new();
+        self.encode_node(x, sib, reference, 0, How::Estimate, &mut out).map_err(|e| match e {
+            Error::Corrupt(m) => Error::Invalid(m),
+            e => e,
+        })?;
+        Ok(out.len())
     }
 
     fn encode_node(
@@ -298,6 +310,7 @@ impl Node {
         sib: &[Stream],
         reference: Option<&Stream>,
         elem_offset: u64,
+        how: How,
         out: &mut Vec<u8>,
     ) -> Result<()> {
         let not_applicable = || Error::invalid("program does not apply to this data");
@@ -314,12 +327,19 @@ impl Node {
             Op::Repeat(r) if r.period == 0 => return Err(Error::invalid("zero period")),
             _ => {}
         }
-        let kids = |parts: Vec<Stream>, out: &mut Vec<u8>| self.encode_children(parts, reference, elem_offset, out);
+        let kids =
+            |parts: Vec<Stream>, out: &mut Vec<u8>| self.encode_children(parts, reference, elem_offset, how, out);
+        // Estimated payloads keep the layout (the length prefix), with zeros for the symbols.
+        let estimated = |o: &mut Vec<u8>, len: usize| o.resize(o.len() + len, 0);
         match &self.op {
             Op::Raw(r) => leaf_payload(out, |o| {
                 r.encode(x, o);
                 Ok(())
             }),
+            Op::Rans(r) if how == How::Estimate => {
+                leaf_payload(out, |o| Ok(estimated(o, r.estimated_len(x, sib, reference)?)))
+            }
+            Op::Lanes(l) if how == How::Estimate => leaf_payload(out, |o| Ok(estimated(o, l.estimated_len(x)?))),
             Op::Rans(r) => leaf_payload(out, |o| r.encode(x, sib, reference, o)),
             Op::Huffman(h) => leaf_payload(out, |o| {
                 h.encode(x, o);
@@ -375,13 +395,14 @@ impl Node {
         parts: Vec<Stream>,
         reference: Option<&Stream>,
         elem_offset: u64,
+        how: How,
         out: &mut Vec<u8>,
     ) -> Result<()> {
         if parts.len() != self.children.len() {
             return Err(Error::invalid("program arity does not match the operator"));
         }
         for (j, (child, part)) in self.children.iter().zip(&parts).enumerate() {
-            child.encode_node(part, &parts[..j], reference, elem_offset, out)?;
+            child.encode_node(part, &parts[..j], reference, elem_offset, how, out)?;
         }
         Ok(())
     }
@@ -522,6 +543,13 @@ impl Node {
             Op::Blocks(b) => b.to_string(),
         }
     }
+}
+
+/// Whether the encoder writes the payload or estimates its length (`Node::estimated_len_with`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum How {
+    Write,
+    Estimate,
 }
 
 fn leaf_payload(out: &mut Vec<u8>, f: impl FnOnce(&mut Vec<u8>) -> Result<()>) -> Result<()> {

@@ -319,10 +319,9 @@ pub fn apply(p: &Production, hole: &HoleView, reference: Option<&Stream>) -> Out
             if !leaf.is_leaf() {
                 return Outcome::Fail;
             }
-            let mut buf = Vec::new();
             let r = if hole.aligned { reference } else { None };
-            match leaf.encode_with(x, hole.siblings, r, &mut buf) {
-                Ok(()) => Outcome::Leaf(buf.len()),
+            match leaf.estimated_len_with(x, hole.siblings, r) {
+                Ok(len) => Outcome::Leaf(len),
                 Err(_) => Outcome::Fail,
             }
         }

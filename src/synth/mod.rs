@@ -71,8 +71,10 @@ pub const LEARN_MIN_ELEMS: usize = 256;
 /// Which production prior guides the search.
 #[derive(Clone, Debug, Default)]
 pub enum PriorSource {
-    /// Learned from a stratified sample of the input's tensors (the default).
+    /// The prior that ships with the library ([`builtin_prior`]; the default).
     #[default]
+    Builtin,
+    /// Learned from a stratified sample of the input's tensors.
     Learn,
     /// Every production that applies is equally likely.
     Uniform,
@@ -175,6 +177,11 @@ pub struct SearchOptions {
     /// Bytes charged per nanosecond of decode time per element (`dsl::cost`): 0 chooses by
     /// size alone; the compression level sets it.
     pub decode_weight: f64,
+    /// Elements of the screen, the smaller sample on which the search runs.
+    pub screen_elems: usize,
+    /// Programs the search keeps for the comparison on the sample (each with its fast twin
+    /// where decode time is priced); also how many of them a tensor of the same kind compares.
+    pub finalists: usize,
 }
 
 impl SearchOptions {
@@ -188,6 +195,8 @@ impl SearchOptions {
             prior: Arc::new(Prior::uniform()),
             stats: None,
             decode_weight: 0.0,
+            screen_elems: SCREEN_ELEMS,
+            finalists: FINALISTS,
         }
     }
 }
@@ -274,6 +283,7 @@ pub fn choose_among(t: &TensorView, opts: &SearchOptions, candidates: &[Node]) -
     let started = std::time::Instant::now();
     let want = opts.sample_elems.min(opts.chunk_elems).max(1);
     let sample = read_sample(&t.bytes, ty, &sample_positions(n, want, block_align(t)))?;
+    let candidates = &candidates[..candidates.len().min(opts.finalists.max(1))];
     let mut ranked = rank(candidates.iter().collect(), &sample, None, opts.decode_weight);
     ranked.sort();
     if let Some(st) = &opts.stats {
@@ -382,11 +392,11 @@ fn choose_traced(t: &TensorView, opts: &SearchOptions) -> Result<(Choice, Vec<(u
         }
     }
     let rsample = reference.as_ref().map(|r| read_sample(r, ty, &positions)).transpose()?;
-    let (screen, rscreen) = screens(&sample, rsample.as_ref(), block_align(t));
+    let (screen, rscreen) = screens(&sample, rsample.as_ref(), opts.screen_elems, block_align(t));
     let tctx = tensor_ctx(t, opts.depth, reference.is_some(), opts.decode_weight);
     let mut s = search::Search::new(&tctx, &opts.prior, screen.clone(), rscreen);
     s.run(opts.budget);
-    let found = s.results(FINALISTS, true);
+    let found = s.results(opts.finalists.max(1), true);
     if let Some(st) = &opts.stats {
         st.add(&s.counters);
     }
@@ -442,8 +452,8 @@ fn choose_traced(t: &TensorView, opts: &SearchOptions) -> Result<(Choice, Vec<(u
 
 /// The screen (a smaller sample of `sample`, on which the search runs) and the reference's
 /// screen (the same positions of the reference's sample).
-fn screens(sample: &Stream, rsample: Option<&Stream>, align: usize) -> (Stream, Option<Stream>) {
-    let screen_pos = sample_positions(sample.len(), SCREEN_ELEMS, align);
+fn screens(sample: &Stream, rsample: Option<&Stream>, screen_elems: usize, align: usize) -> (Stream, Option<Stream>) {
+    let screen_pos = sample_positions(sample.len(), screen_elems.max(1), align);
     let screen = pick(sample, &screen_pos);
     let rscreen = rsample.map(|r| pick(r, &screen_pos));
     (screen, rscreen)
@@ -452,7 +462,7 @@ fn screens(sample: &Stream, rsample: Option<&Stream>, align: usize) -> (Stream, 
 /// Elements of the screening sample, on which the search runs.
 pub const SCREEN_ELEMS: usize = 1 << 15;
 /// Programs kept from the search for the exact comparison (plus the best standalone one).
-pub const FINALISTS: usize = 4;
+pub const FINALISTS: usize = 2;
 
 /// Exact encoded sizes on `sample` of the programs that apply, as (size, position).
 fn rank(cands: Vec<&Node>, sample: &Stream, reference: Option<&Stream>, decode_weight: f64) -> Vec<(usize, usize)> {
@@ -461,10 +471,7 @@ fn rank(cands: Vec<&Node>, sample: &Stream, reference: Option<&Stream>, decode_w
         .into_par_iter()
         .enumerate()
         .filter_map(|(i, c)| {
-            let mut buf = Vec::new();
-            c.encode_with(sample, &[], reference, &mut buf)
-                .ok()
-                .map(|_| (buf.len() + price(c, sample, decode_weight), i))
+            c.estimated_len_with(sample, &[], reference).ok().map(|len| (len + price(c, sample, decode_weight), i))
         })
         .collect()
 }
@@ -680,7 +687,7 @@ fn learn_one(t: &TensorView, opts: &SearchOptions) -> Result<Vec<(f64, Derivatio
     let positions = sample_positions(n, want, block_align(t));
     let sample = read_sample(&t.bytes, ty, &positions)?;
     let rsample = reference.as_ref().map(|r| read_sample(r, ty, &positions)).transpose()?;
-    let (screen, rscreen) = screens(&sample, rsample.as_ref(), block_align(t));
+    let (screen, rscreen) = screens(&sample, rsample.as_ref(), opts.screen_elems, block_align(t));
     let tctx = tensor_ctx(t, opts.depth, reference.is_some(), opts.decode_weight);
     let mut s = search::Search::new(&tctx, &opts.prior, screen.clone(), rscreen);
     s.run(opts.budget);
@@ -704,6 +711,19 @@ fn learn_one(t: &TensorView, opts: &SearchOptions) -> Result<Vec<(f64, Derivatio
         .collect())
 }
 
+/// The prior that ships with the library: learned once, by `scripts/learn_prior.sh`
+/// (`brevis prior learn` over the development corpus of real checkpoints), so that compressing
+/// does not pay for learning one. It only steers the search: every program is still chosen by
+/// its size on the tensor's own sample.
+pub fn builtin_prior() -> Arc<Prior> {
+    static BUILTIN: std::sync::OnceLock<Arc<Prior>> = std::sync::OnceLock::new();
+    BUILTIN
+        .get_or_init(|| {
+            Arc::new(Prior::from_json(include_str!("builtin_prior.json")).expect("the built-in prior parses"))
+        })
+        .clone()
+}
+
 /// The prior that `source` stands for on these tensors (learning it if asked to).
 pub fn resolve_prior(
     source: &PriorSource,
@@ -711,6 +731,7 @@ pub fn resolve_prior(
     opts: &(dyn Fn(usize) -> SearchOptions + Sync),
 ) -> Result<Arc<Prior>> {
     Ok(match source {
+        PriorSource::Builtin => builtin_prior(),
         PriorSource::Learn => Arc::new(learn_prior(tensors, opts)?),
         PriorSource::Uniform => Arc::new(Prior::uniform()),
         PriorSource::Given(p) => p.clone(),

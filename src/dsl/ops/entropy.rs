@@ -106,6 +106,15 @@ impl Rans {
         Ok(())
     }
 
+    /// The length [`Rans::encode`] would append, with the coded symbols estimated from the tables.
+    pub fn estimated_len(&self, x: &Stream, sib: &[Stream], reference: Option<&Stream>) -> Result<usize> {
+        if x.is_empty() {
+            return Ok(0);
+        }
+        let side = self.side(sib, reference, x.len())?;
+        Ok(rans::estimated_len(&x.to_u16(), self.coder_ctx(&side)))
+    }
+
     pub fn decode(&self, ty: Ty, n: usize, input: &[u8], sib: &[Stream], reference: Option<&Stream>) -> Result<Stream> {
         if n == 0 {
             if !input.is_empty() {

@@ -50,11 +50,10 @@ impl Fields {
         let head = Ty::u(self.exp + self.k);
         let lo_ty = Ty::u(lo);
         let lo_mask = lo_ty.mask();
-        let n = x.len();
         vec![
-            Stream::from_fn(head, n, |i| x.get(i) >> lo),
-            Stream::from_fn(Ty::u(1), n, |i| x.get(i) >> (w - 1)),
-            Stream::from_fn(lo_ty, n, |i| x.get(i) & lo_mask),
+            x.map_words(head, |v| v >> lo),
+            x.map_words(Ty::u(1), |v| v >> (w - 1)),
+            x.map_words(lo_ty, |v| v & lo_mask),
         ]
     }
 

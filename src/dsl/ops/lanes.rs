@@ -114,6 +114,17 @@ impl Lanes {
         }
     }
 
+    /// The length [`Lanes::encode`] would append, with the coded symbols estimated from the model.
+    pub fn estimated_len(&self, x: &Stream) -> Result<usize> {
+        if x.ty.bits > 16 {
+            return Err(Error::invalid("lanes leaf over words wider than 16 bits"));
+        }
+        match self.ctx {
+            LanesCtx::Interleaved(ctx) => lanes::estimated_len(&x.to_u16(), ctx),
+            LanesCtx::Adjacent => lanes::estimated_len(&to_runs(&x.to_u16()), lanes::Ctx::Prev),
+        }
+    }
+
     /// Decodes `out.len()` symbols of type `ty` (at most 16 bits) into `out`.
     pub fn decode_into(&self, ty: Ty, input: &[u8], out: &mut [u16]) -> Result<()> {
         if out.is_empty() {

@@ -25,14 +25,7 @@ impl BytePlanes {
     }
 
     pub fn forward(&self, x: &Stream) -> Vec<Stream> {
-        Self::layout(x.ty.bits)
-            .into_iter()
-            .map(|(b, sh)| {
-                let t = Ty::u(b);
-                let m = t.mask();
-                Stream::from_fn(t, x.len(), |i| (x.get(i) >> sh) & m)
-            })
-            .collect()
+        Self::layout(x.ty.bits).into_iter().map(|(b, sh)| x.map_words(Ty::u(b), |v| v >> sh)).collect()
     }
 
     pub fn inverse(&self, ty: Ty, n: usize, parts: Vec<Stream>) -> Result<Stream> {
@@ -62,7 +55,7 @@ impl BitPlanes {
 
     pub fn forward(&self, x: &Stream) -> Vec<Stream> {
         let w = x.ty.bits;
-        (0..w).map(|j| Stream::from_fn(Ty::u(1), x.len(), |i| x.get(i) >> (w - 1 - j))).collect()
+        (0..w).map(|j| x.map_words(Ty::u(1), |v| v >> (w - 1 - j))).collect()
     }
 
     pub fn inverse(&self, ty: Ty, n: usize, parts: Vec<Stream>) -> Result<Stream> {

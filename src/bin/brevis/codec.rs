@@ -1,0 +1,289 @@
+//! `brevis compress` and `brevis decompress`: every job of the call in turn (a failing one is
+//! reported and the others still run), each output complete or absent, `--rm` after a
+//! verified success.
+
+use crate::fsio::{self, check_output, named, open, open_regular, write_atomic, write_atomic_with};
+use crate::jobs::{self, Dst, Job, Mode, Src};
+use crate::progress::Progress;
+use crate::{exit, mb, CompressArgs, DecompressArgs, Files};
+use brevis::file_meta::OutputAttrs;
+use std::fs::File;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Instant;
+
+/// An opened input: the file read by position, and its metadata when it is a named file.
+struct In {
+    file: File,
+    meta: Option<std::fs::Metadata>,
+}
+
+impl In {
+    fn open(src: &Src) -> Result<In, String> {
+        match src {
+            Src::Stdin => Ok(In { file: fsio::stdin_file()?, meta: None }),
+            Src::File(p) => open_regular(p).map(|(file, meta)| In { file, meta: Some(meta) }),
+        }
+    }
+
+    fn len(&self) -> Result<u64, String> {
+        self.file.metadata().map(|m| m.len()).map_err(|e| format!("cannot stat the input: {e}"))
+    }
+
+    /// The whole input in memory (for --ref): mapped when it is a named file.
+    fn whole(&self, src: &Src) -> Result<Vec<u8>, String> {
+        let bytes = brevis::source::Source::file(&self.file).and_then(|s| s.all()?.read_all().map(|c| c.into_owned()));
+        bytes.map_err(|e| format!("cannot read {}: {e}", src.name()))
+    }
+}
+
+/// Runs every job of `files` with `one`, after creating the output folders; returns 0, 1 when
+/// any input failed (each reported on its own line), or 2 for a usage error.
+fn run_all(mode: Mode, files: &Files, mut one: impl FnMut(&Job) -> Result<(), String>) -> ExitCode {
+    let plan = match jobs::plan(mode, files) {
+        Ok(p) => p,
+        Err(msg) => return exit::usage(&msg),
+    };
+    let mut failed = plan.errors.len();
+    for e in &plan.errors {
+        eprintln!("brevis: {e}");
+    }
+    for d in &plan.dirs {
+        if let Err(e) = std::fs::create_dir_all(d) {
+            eprintln!("brevis: cannot create the folder {}: {e}", d.display());
+            failed += 1;
+        }
+    }
+    for job in &plan.jobs {
+        if let Err(msg) = check_pair(job, files.force).and_then(|()| one(job)) {
+            eprintln!("brevis: {msg}");
+            failed += 1;
+        }
+    }
+    if failed > 0 {
+        ExitCode::from(exit::FAILED)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// The checks made before any work: the input exists (named in the error when it does not),
+/// and the output may be written.
+fn check_pair(job: &Job, force: bool) -> Result<(), String> {
+    if let Src::File(p) = &job.src {
+        open_regular(p)?;
+    }
+    match &job.dst {
+        Dst::Stdout => fsio::check_stdout(force),
+        Dst::File(out) => {
+            let input = match &job.src {
+                Src::File(p) => p.as_path(),
+                Src::Stdin => Path::new(""),
+            };
+            check_output(input, out, force)
+        }
+    }
+}
+
+/// After a verified success, removes a named input that went to a named output (as zstd,
+/// `--rm` does nothing when writing to stdout): the output's folder is synced first.
+fn remove_input(job: &Job, files: &Files) -> Result<(), String> {
+    if let (true, Src::File(p), Dst::File(out)) = (files.rm, &job.src, &job.dst) {
+        fsio::sync_parent(out)?;
+        std::fs::remove_file(p).map_err(|e| format!("cannot remove {}: {e}", p.display()))?;
+    }
+    Ok(())
+}
+
+pub fn compress(args: &CompressArgs) -> ExitCode {
+    if args.chunk_size == 0 {
+        return exit::usage("--chunk-size must be positive");
+    }
+    if args.search.budget == 0 {
+        return exit::usage("--budget must be positive");
+    }
+    let prior = match args.search.prior() {
+        Ok(p) => p,
+        Err(msg) => {
+            eprintln!("brevis: {msg}");
+            return ExitCode::from(exit::FAILED);
+        }
+    };
+    run_all(Mode::Compress, &args.files, |job| compress_one(job, args, &prior))
+}
+
+fn compress_one(job: &Job, args: &CompressArgs, prior: &brevis::synth::PriorSource) -> Result<(), String> {
+    let CompressArgs { files, chunk_size, reference, memory_limit, no_preserve, search, common, .. } = args;
+    let input = In::open(&job.src)?;
+    let size = input.len()?;
+    let t0 = Instant::now();
+    let stats = (search.stats || common.verbose).then(|| std::sync::Arc::new(Default::default()));
+    let mut progress = Progress::start(!common.quiet, size, job.src.name(), "searching");
+    let meta = input.meta.as_ref().filter(|_| !no_preserve);
+    let opts = brevis::Options {
+        threads: common.threads,
+        chunk_bytes: *chunk_size,
+        budget: search.budget,
+        depth: search.depth,
+        prior: prior.clone(),
+        stats: stats.clone(),
+        memory_limit: *memory_limit,
+        reuse: !search.search_each,
+        level: search.level,
+        file_meta: meta.map(brevis::FileMeta::of),
+        progress: Some(progress.counter()),
+        ..Default::default()
+    };
+    let attrs = meta.map_or_else(OutputAttrs::plain, |m| OutputAttrs::like(m, None));
+    let (src, out) = (Path::new(&job.src.name()).to_path_buf(), Path::new(&job.dst.name()).to_path_buf());
+    let code = |f: &mut File| -> Result<u64, String> {
+        match reference {
+            // Against a reference, the input and the reference are in memory.
+            Some(r) => {
+                let archive = brevis::compress_with_ref(&input.whole(&job.src)?, &fsio::read_input(r)?, &opts)
+                    .map_err(|e| format!("{} against {}: {e}", src.display(), r.display()))?;
+                std::io::Write::write_all(f, &archive).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
+                Ok(archive.len() as u64)
+            }
+            None => brevis::compress_file(&input.file, f, &opts).map_err(|e| named(e, &src, &out, false)),
+        }
+    };
+    let archive_len = write_output(&job.dst, files.force, &attrs, code, |f| {
+        progress.finish();
+        // The programs go to stdout: not when the archive does.
+        if common.verbose && matches!(job.dst, Dst::File(_)) {
+            crate::print_programs(&out, f)?;
+        }
+        Ok(())
+    })?;
+    if let (Some(st), false) = (&stats, common.quiet) {
+        let st: &brevis::synth::SearchStats = st;
+        eprintln!("{}", st.summary());
+    }
+    if files.rm {
+        verify_archive(job, &input, reference.as_deref(), common.threads)?;
+    }
+    remove_input(job, files)?;
+    if !common.quiet {
+        let pct = if size == 0 { 0.0 } else { 100.0 * archive_len as f64 / size as f64 };
+        let secs = t0.elapsed().as_secs_f64();
+        eprintln!(
+            "{}: {} -> {} ({pct:.2}%) in {secs:.2} s => {}",
+            src.display(),
+            mb(size),
+            mb(archive_len),
+            out.display()
+        );
+    }
+    Ok(())
+}
+
+/// Writes a job's output with `fill` (which returns its length): a named file atomically, or
+/// standard output once the whole output is in a temporary file. `then` sees the complete
+/// output before it is renamed into place or copied out.
+fn write_output(
+    dst: &Dst,
+    force: bool,
+    attrs: &OutputAttrs,
+    fill: impl FnOnce(&mut File) -> Result<u64, String>,
+    then: impl FnOnce(&File) -> Result<(), String>,
+) -> Result<u64, String> {
+    let mut len = 0;
+    match dst {
+        Dst::File(out) => write_atomic_with(out, force, attrs, |f| {
+            len = fill(f)?;
+            then(f)
+        })?,
+        Dst::Stdout => {
+            let mut spool = fsio::spool()?;
+            len = fill(&mut spool)?;
+            then(&spool)?;
+            fsio::spool_to_stdout(&mut spool, len)?;
+        }
+    }
+    Ok(len)
+}
+
+/// Before `--rm` deletes the input: the archive just written, decoded, gives back the input's
+/// bytes exactly.
+fn verify_archive(job: &Job, input: &In, reference: Option<&Path>, threads: usize) -> Result<(), String> {
+    let (Src::File(_), Dst::File(out)) = (&job.src, &job.dst) else { return Ok(()) };
+    let archive = open(out)?;
+    let mut original = input.file.try_clone().map_err(|e| format!("cannot read {}: {e}", job.src.name()))?;
+    std::io::Seek::rewind(&mut original).map_err(|e| format!("cannot read {}: {e}", job.src.name()))?;
+    let mut check = fsio::Compare::new(Some(original));
+    let opts = crate::decode_options(threads, None, reference.is_some());
+    let res = match reference {
+        Some(r) => {
+            let data = fsio::read_input(out)?;
+            brevis::decompress_with_ref(&data, &fsio::read_input(r)?, &opts)
+                .and_then(|restored| std::io::Write::write_all(&mut check, &restored).map_err(Into::into))
+        }
+        None => brevis::decompress_file(&archive, &mut check, &opts).map(|_| ()),
+    };
+    let differs = check.differs_at().is_some() || !matches!(check.finish(), Ok(None));
+    match res {
+        Ok(()) if !differs => Ok(()),
+        Ok(()) => Err(format!("{} does not restore {}; input kept", out.display(), job.src.name())),
+        Err(e) => Err(format!("{}: {e}; input kept", out.display())),
+    }
+}
+
+pub fn decompress(args: &DecompressArgs) -> ExitCode {
+    run_all(Mode::Decompress, &args.files, |job| decompress_one(job, args))
+}
+
+fn decompress_one(job: &Job, args: &DecompressArgs) -> Result<(), String> {
+    let DecompressArgs { files, reference, memory_limit, no_preserve, common } = args;
+    let input = In::open(&job.src)?;
+    let t0 = Instant::now();
+    let mut opts = crate::decode_options(common.threads, *memory_limit, reference.is_some());
+    let (src, out) = (Path::new(&job.src.name()).to_path_buf(), Path::new(&job.dst.name()).to_path_buf());
+    let name = |e: brevis::Error| format!("{}: {e}", src.display());
+    let attrs = |recorded: Option<brevis::FileMeta>| match (&input.meta, recorded) {
+        _ if *no_preserve => OutputAttrs::plain(),
+        (Some(m), r) => OutputAttrs::like(m, r.as_ref()),
+        // From stdin: the recorded mode and time, if any, on a new file's.
+        (None, Some(r)) => {
+            input.file.metadata().map_or_else(|_| OutputAttrs::plain(), |m| OutputAttrs::like(&m, Some(&r)))
+        }
+        (None, None) => OutputAttrs::plain(),
+    };
+    let original_len = match reference {
+        // Against a reference, the archive, the reference and the output are in memory.
+        Some(r) => {
+            let data = input.whole(&job.src)?;
+            let base = fsio::read_input(r)?;
+            let mut a = brevis::Archive::open_with_limit(&data, opts.memory_limit).map_err(name)?;
+            let base = brevis::reference::Reference::new(&base).map_err(|e| format!("{}: {e}", r.display()))?;
+            a.set_reference(base).map_err(name)?;
+            let mut progress = Progress::start(!common.quiet, a.original_size(), src.display().to_string(), "");
+            opts.progress = Some(progress.counter());
+            let original = a.decompress(&opts).map_err(name)?;
+            progress.finish();
+            match &job.dst {
+                Dst::File(o) => write_atomic(o, files.force, &attrs(a.file_meta()), &original)?,
+                Dst::Stdout => fsio::write_stdout(&original)?,
+            }
+            original.len() as u64
+        }
+        None => {
+            let source = brevis::source::Source::file(&input.file).map_err(name)?;
+            let a = brevis::Archive::open_source(source, opts.memory_limit).map_err(name)?;
+            let mut progress = Progress::start(!common.quiet, a.original_size(), src.display().to_string(), "");
+            opts.progress = Some(progress.counter());
+            // Workers write their chunks in place (positioned writes into the temporary file).
+            let fill = |f: &mut File| a.decompress_to_file(f, &opts).map_err(|e| named(e, &src, &out, false));
+            let n = write_output(&job.dst, files.force, &attrs(a.file_meta()), fill, |_| Ok(()))?;
+            progress.finish();
+            n
+        }
+    };
+    remove_input(job, files)?;
+    if !common.quiet {
+        let secs = t0.elapsed().as_secs_f64();
+        let size = input.len()?;
+        eprintln!("{}: {} -> {} in {secs:.2} s => {}", src.display(), mb(size), mb(original_len), out.display());
+    }
+    Ok(())
+}
