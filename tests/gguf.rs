@@ -447,7 +447,7 @@ fn quantized_blocks_round_trip_at_every_chunk_phase() {
 fn the_search_splits_quantized_blocks() {
     let mut m = quant_model(6, 16, 8);
     let mut rng = Rng(11);
-    m.tensor("ffn_down.weight", &[256, 64], Q8_0, q8_0_bytes(&weights(&mut rng, 256 * 64, 0.03)));
+    m.tensor("ffn_down.weight", &[512, 256], Q8_0, q8_0_bytes(&weights(&mut rng, 512 * 256, 0.03)));
     let f = m.bytes();
     let a = round_trip(&f, &brevis::Options::default());
     let arch = brevis::Archive::open(&a).unwrap();
