@@ -233,7 +233,13 @@ fn coded_tensors() -> Vec<Coded> {
         c("const", "F32", 32, words(4, 1000, |_| 1.0f32.to_bits() as u64), konst(1.0f32.to_bits() as u64)),
         c("planes", "F16", 16, data_for("F16", 1500, &mut rng, false), byteplanes(vec![rans(), huffman()])),
         c("lanes", "BF16", 16, data_for("BF16", 5000, &mut rng, false), fields(8, 7, 3, [lanes_prev(), raw(), raw()])),
+        // Quantization blocks (ggml Q4_0) split by `blocks`: the edge bytes, the fp16 scales, the quants.
+        c("quant", "Q4_0", 8, support::gguf::quant_blocks(&mut rng, 18, 200), quant_program()),
     ]
+}
+
+fn quant_program() -> Node {
+    blocks(2, vec![raw(), fields(5, 10, 2, [rans(), raw(), raw()]), rans_prev()])
 }
 
 /// Spaces after the JSON header, so that forged numbers can replace shorter ones in place.

@@ -5,9 +5,12 @@
 //! To add the archives of a new format version (never to rewrite old ones):
 //! `BREVIS_WRITE_GOLDEN=1 cargo test --test golden -- --ignored`.
 
+mod support;
+
 use brevis::dsl::build::*;
+use brevis::dsl::ops::blocks::{self, Blocks};
 use brevis::dsl::ops::maps::Map;
-use brevis::dsl::Node;
+use brevis::dsl::{Node, Op, Ty};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
@@ -226,6 +229,31 @@ fn classes_file() -> (Vec<u8>, Vec<Option<Node>>) {
     (file, tensors.into_iter().map(|t| Some(t.4)).collect())
 }
 
+/// A GGUF file with a tensor of every block type that `blocks` splits (pseudo-random blocks,
+/// `support::gguf::quant_model`), and the `blocks` program of each: the edge bytes raw, fp16
+/// scales split as floats, wider fields raw, the others through rans, huffman or lanes leaves.
+fn quant_file() -> (Vec<u8>, Vec<Option<Node>>) {
+    let m = support::gguf::quant_model(50, 3, 8);
+    let layout = brevis::tensor::gguf::layout(&m.bytes()).unwrap();
+    let leaves = [rans(), rans_prev(), huffman(), lanes(), lanes_adj()];
+    // The header is short: it stays in the residue, and the jobs are the tensors in file order.
+    let mut programs = Vec::new();
+    for (k, s) in layout.iter().enumerate() {
+        let program = brevis::tensor::gguf::ggml_type_named(s.dtype.name()).and_then(|t| Blocks::new(t.id)).map(|op| {
+            let tys = op.child_types(Ty::u(8)).unwrap();
+            let kids = tys.iter().enumerate().map(|(j, t)| match (j, t.bits) {
+                (0, _) => raw(),
+                (_, 16) => fields(5, 10, 3, [huffman(), raw(), raw()]),
+                (_, b) if b > 16 => raw(),
+                _ => leaves[(j + k) % leaves.len()].clone(),
+            });
+            Node::new(Op::Blocks(op), kids.collect())
+        });
+        programs.push(program);
+    }
+    (m.bytes(), programs)
+}
+
 /// The original file's mode and time recorded in the version 3 golden `lanes.brv`.
 fn golden_meta() -> brevis::FileMeta {
     brevis::FileMeta { mode: 0o640, mtime: 1_764_590_400, mtime_nanos: 123_456_789 }
@@ -259,6 +287,10 @@ fn write_golden() {
     let classes_opts = brevis::Options { chunk_bytes: 1 << 15, ..opts.clone() };
     let classes =
         brevis::compress_with_programs(&classes_in, &classes_opts, &|i, _| classes_programs[i].clone()).unwrap();
+    // Version 5: `blocks` over every block type, chunks cutting blocks (256 bytes).
+    let (quant_in, quant_programs) = quant_file();
+    let quant_opts = brevis::Options { chunk_bytes: 256, ..opts.clone() };
+    let quant = brevis::compress_with_programs(&quant_in, &quant_opts, &|i, _| quant_programs[i].clone()).unwrap();
     let mut manifest = String::new();
     for (name, archive, original, refname) in [
         ("ops", &ops, &file, ""),
@@ -266,6 +298,7 @@ fn write_golden() {
         ("ref", &with_ref, &new, " ops.brv"),
         ("lanes", &lanes, &lanes_in, ""),
         ("classes", &classes, &classes_in, ""),
+        ("blocks", &quant, &quant_in, ""),
     ] {
         std::fs::write(dir.join(format!("{name}.brv")), archive).unwrap();
         manifest += &format!("{name}.brv {} {}{refname}\n", original.len(), sha256_hex(original));
@@ -418,4 +451,19 @@ fn golden_archive_damage_is_reported() {
     flipped[chunk.offset as usize + chunk.len as usize / 2] ^= 0x10;
     let err = brevis::decompress(&flipped).unwrap_err().to_string();
     assert!(err.contains("a.bf16"), "{err}");
+}
+
+/// Version 5's golden archive holds `blocks` over every block type it splits, each tensor cut
+/// into several chunks, and its input is still what the generator makes.
+#[test]
+fn golden_v5_archive_covers_every_block_type() {
+    let archive = golden_archive(5, "blocks.brv", &quant_file().0);
+    let a = brevis::Archive::open(&archive).unwrap();
+    for id in blocks::TYPES {
+        let name = brevis::tensor::gguf::ggml_type(id).unwrap().name;
+        let i = a.find(&format!("blk.{id}.weight")).unwrap();
+        let p = a.info(i).unwrap().program.to_string();
+        assert!(p.starts_with(&format!("blocks({name})[")), "{name}: {p}");
+        assert!(a.index().tensors[i].chunks.len() >= 2, "{name}: one chunk");
+    }
 }

@@ -9,6 +9,7 @@
 
 use brevis::coder::bitio::ByteReader;
 use brevis::dsl::build::*;
+use brevis::dsl::ops::blocks::{self, Blocks};
 use brevis::dsl::ops::maps::Map;
 use brevis::dsl::{Env, Node, Stream, Ty};
 use brevis::{Error, Result};
@@ -610,6 +611,14 @@ proptest! {
     }
 
     #[test]
+    fn blocks_at_any_offset(t in 0usize..blocks::TYPES.len(), n in 0usize..2000, off in 0u64..1000, pat in pattern(), seed: u64, kid_pick: u64) {
+        let id = blocks::TYPES[t];
+        let tys = Blocks::new(id).unwrap().child_types(Ty::u(8)).unwrap();
+        let kids = tys.iter().enumerate().map(|(j, c)| leaf_for(c.bits, kid_pick.rotate_left(j as u32 * 5))).collect();
+        check(&blocks(id, kids), &make(8, n, pat, seed), off)?;
+    }
+
+    #[test]
     fn view_between_byte_widths(from in 0usize..4, to in 0usize..4, words in 0usize..300, pat in pattern(), seed: u64, kid_pick: u64) {
         let widths = [8u32, 16, 32, 64];
         let (wf, wt) = (widths[from], widths[to]);
@@ -872,7 +881,12 @@ fn random_program(ty: Ty, rng: &mut Rng, depth: u32, sibs: &[Ty], idx: bool) -> 
     }
     let d = depth - 1;
     loop {
-        match rng.below(14) {
+        match rng.below(15) {
+            14 if !idx && w == 8 => {
+                let t = blocks::TYPES[rng.below(blocks::TYPES.len() as u64) as usize];
+                let tys = Blocks::new(t).unwrap().child_types(ty).unwrap();
+                return blocks(t, tys.iter().map(|&c| random_program(c, rng, d, &[], false)).collect());
+            }
             12 if !idx && w >= 1 => {
                 let kid = random_program(ty, rng, d, &[], false);
                 return if rng.chance(1, 2) { xorref(kid) } else { subref(kid) };

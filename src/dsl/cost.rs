@@ -42,13 +42,21 @@ pub fn op_ns(op: &Op, ty: Ty) -> f64 {
         Op::Dict(_) => 1.0,
         Op::Concat(_) | Op::Repeat(_) | Op::View(_) => 0.1 * bytes,
         Op::Ref(_) => 0.4 * bytes,
+        // One shift-and-mask per piece of each field value, per input byte.
+        Op::Blocks(_) => 1.5,
     }
 }
 
 /// Nanoseconds per element of a whole program on a root stream of type `ty`.
 pub fn program_ns(p: &Node, ty: Ty) -> f64 {
     let kids: f64 = match p.child_types(ty) {
-        Ok(tys) => p.children.iter().zip(tys).map(|(c, t)| program_ns(c, t)).sum(),
+        // The fields of `blocks` hold fewer or more elements than its input.
+        Ok(tys) => match &p.op {
+            Op::Blocks(b) => {
+                p.children.iter().zip(tys).zip(b.child_ratios()).map(|((c, t), r)| r * program_ns(c, t)).sum()
+            }
+            _ => p.children.iter().zip(tys).map(|(c, t)| program_ns(c, t)).sum(),
+        },
         Err(_) => 0.0,
     };
     op_ns(&p.op, ty) + kids

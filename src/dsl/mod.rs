@@ -14,6 +14,7 @@ pub mod stream;
 
 use crate::coder::bitio::{put_bytes, put_varint, ByteReader};
 use crate::error::{Error, Result};
+use ops::blocks::Blocks;
 use ops::copy::Copy;
 use ops::dict::Dict;
 use ops::entropy::{Huffman, LeafCtx, Rans};
@@ -55,6 +56,7 @@ pub enum Op {
     Repeat(Repeat),
     View(View),
     Ref(RefOp),
+    Blocks(Blocks),
 }
 
 /// A program: an operator and the sub-programs of its output streams.
@@ -137,6 +139,7 @@ impl Node {
             Op::Repeat(_) => Repeat::ID,
             Op::View(_) => View::ID,
             Op::Ref(r) => r.id(),
+            Op::Blocks(_) => Blocks::ID,
         }
     }
 
@@ -158,6 +161,7 @@ impl Node {
                 Ok(if *r == RefOp::Copy { Vec::new() } else { vec![ty] })
             }
             Op::Concat(c) => Ok(vec![ty; c.arity()]),
+            Op::Blocks(b) => b.child_types(ty),
             Op::View(v) => {
                 v.child_len(ty, 0)?;
                 Ok(vec![Ty::u(v.bits)])
@@ -185,6 +189,7 @@ impl Node {
             Op::Concat(c) => c.write(out),
             Op::Repeat(r) => put_varint(out, r.period),
             Op::View(v) => put_varint(out, v.bits as u64),
+            Op::Blocks(b) => b.write(out),
             Op::Raw(_) | Op::Huffman(_) | Op::BytePlanes(_) | Op::BitPlanes(_) | Op::Dict(_) | Op::Ref(_) => {}
         }
         for c in &self.children {
@@ -236,6 +241,7 @@ impl Node {
             Concat::ID => Op::Concat(Concat::read(r)?),
             Repeat::ID => Op::Repeat(Repeat::read(r)?),
             View::ID => Op::View(View::read(r)?),
+            Blocks::ID => Op::Blocks(Blocks::read(r)?),
             RefOp::XOR_ID => Op::Ref(RefOp::Xor),
             RefOp::SUB_ID => Op::Ref(RefOp::Sub),
             RefOp::COPY_ID => Op::Ref(RefOp::Copy),
@@ -382,6 +388,7 @@ impl Node {
             Op::Concat(c) => kids(c.forward(x)?, out),
             Op::Repeat(r) => kids(vec![r.forward(x).ok_or_else(not_applicable)?], out),
             Op::View(v) => kids(vec![v.forward(x)?], out),
+            Op::Blocks(b) => kids(b.forward(x, elem_offset)?, out),
         }
     }
 
@@ -464,6 +471,10 @@ impl Node {
                 let y = self.decode_children(&[Ty::u(v.bits)], &[m], r, env)?.pop().unwrap();
                 v.inverse(ty, y)?
             }
+            Op::Blocks(b) => {
+                let parts = self.decode_children(&b.child_types(ty)?, &b.child_lens(n, env.elem_offset), r, env)?;
+                b.inverse(n, env.elem_offset, &parts)?
+            }
         };
         if s.len() != n || s.ty != ty {
             return Err(Error::corrupt("operator produced a stream of the wrong shape"));
@@ -531,6 +542,7 @@ impl Node {
             Op::Repeat(r) => format!("repeat({})", r.period),
             Op::View(v) => format!("view(u{})", v.bits),
             Op::Ref(r) => r.to_string(),
+            Op::Blocks(b) => b.to_string(),
         }
     }
 }
@@ -653,5 +665,9 @@ pub mod build {
     }
     pub fn view(bits: u32, kid: Node) -> Node {
         Node::new(Op::View(View { bits }), vec![kid])
+    }
+    /// `blocks(t)` over ggml type id `t` (panics for a type it does not split).
+    pub fn blocks(ggml: u32, kids: Vec<Node>) -> Node {
+        Node::new(Op::Blocks(Blocks::new(ggml).expect("a ggml type with a block layout")), kids)
     }
 }

@@ -6,6 +6,7 @@
 
 use super::features::Features;
 use crate::coder;
+use crate::dsl::ops::blocks::Blocks;
 use crate::dsl::ops::dict::Dict;
 use crate::dsl::ops::entropy::{Huffman, LeafCtx, Rans};
 use crate::dsl::ops::fields::Fields;
@@ -34,6 +35,8 @@ pub struct TensorCtx {
     /// With a reference: the bits of the reference word that `rans(ref)` conditions on.
     pub ref_ctx: Option<(u8, u8)>,
     pub zstd_level: i32,
+    /// The root is a byte stream of quantization blocks of this layout (`blocks` applies).
+    pub blocks: Option<Blocks>,
     /// Deepest hole that may still take a transform.
     pub max_depth: usize,
     /// Bytes charged per nanosecond of decode time per element (`dsl::cost`): 0 chooses by
@@ -186,13 +189,29 @@ pub fn productions(t: &TensorCtx, hole: &HoleView) -> Vec<Production> {
                 push(Op::Fields(Fields::for_dtype_bits(e, m, k)));
             }
         }
+        if let Some(b) = &t.blocks {
+            push(Op::Blocks(b.clone()));
+        }
+    }
+    let under = hole.parent_label;
+    // The scale fields of quantization blocks: fp16 (and Q8_K's f32) words.
+    if under.starts_with("blocks") && !hole.siblings.is_empty() {
+        let layout = match w {
+            16 => Some((5, 10)),
+            32 => Some((8, 23)),
+            _ => None,
+        };
+        if let Some((e, m)) = layout {
+            for k in field_ks(e, m) {
+                push(Op::Fields(Fields::for_dtype_bits(e, m, k)));
+            }
+        }
     }
     if w > 8 {
         push(Op::BytePlanes(BytePlanes));
     }
     // Parts of a float or of a word's bytes are bit fields, not numbers: scans and
     // dictionaries apply to numeric streams (and dict also to a float's low mantissa bits).
-    let under = hole.parent_label;
     let bitfield = under.starts_with("fields") || under == "byteplanes";
     let low_mantissa = under.starts_with("fields") && hole.siblings.len() == 2;
     let under_scan = under.starts_with("delta") || under.starts_with("xor");
@@ -276,6 +295,10 @@ pub fn apply(p: &Production, hole: &HoleView, reference: Option<&Stream>) -> Out
         Op::Scan(s) => Outcome::Split(0, vec![s.forward(x)]),
         Op::Map(m) => match m.check(x.ty) {
             Ok(()) => Outcome::Split(0, vec![m.apply(x, false)]),
+            Err(_) => Outcome::Fail,
+        },
+        Op::Blocks(b) => match b.forward(x, 0) {
+            Ok(parts) => Outcome::Split(0, parts),
             Err(_) => Outcome::Fail,
         },
         Op::Dict(d) => {

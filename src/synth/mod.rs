@@ -239,6 +239,7 @@ fn tensor_ctx(t: &TensorView, depth: usize, has_ref: bool, decode_weight: f64) -
         row,
         ref_ctx,
         zstd_level: if t.bytes.len() <= 1 << 20 { 19 } else { 9 },
+        blocks: block_type(t),
         max_depth: depth,
         decode_weight,
     }
@@ -281,7 +282,7 @@ pub fn choose_among(t: &TensorView, opts: &SearchOptions, candidates: &[Node]) -
     }
     let started = std::time::Instant::now();
     let want = opts.sample_elems.min(opts.chunk_elems).max(1);
-    let sample = read_sample(&t.bytes, ty, &sample_positions(n, want))?;
+    let sample = read_sample(&t.bytes, ty, &sample_positions(n, want, block_align(t)))?;
     let candidates = &candidates[..candidates.len().min(opts.finalists.max(1))];
     let mut ranked = rank(candidates.iter().collect(), &sample, None, opts.decode_weight);
     ranked.sort();
@@ -370,7 +371,7 @@ fn choose_traced(t: &TensorView, opts: &SearchOptions) -> Result<(Choice, Vec<(u
     }
     let reference = t.reference.filter(|r| r.len() == t.bytes.len());
     let want = opts.sample_elems.min(opts.chunk_elems).max(1);
-    let positions = sample_positions(n, want);
+    let positions = sample_positions(n, want, block_align(t));
     let sample = read_sample(&t.bytes, ty, &positions)?;
     if let Some(r) = &reference {
         if r.same_as(&t.bytes, WINDOW)? {
@@ -391,7 +392,7 @@ fn choose_traced(t: &TensorView, opts: &SearchOptions) -> Result<(Choice, Vec<(u
         }
     }
     let rsample = reference.as_ref().map(|r| read_sample(r, ty, &positions)).transpose()?;
-    let (screen, rscreen) = screens(&sample, rsample.as_ref(), opts.screen_elems);
+    let (screen, rscreen) = screens(&sample, rsample.as_ref(), opts.screen_elems, block_align(t));
     let tctx = tensor_ctx(t, opts.depth, reference.is_some(), opts.decode_weight);
     let mut s = search::Search::new(&tctx, &opts.prior, screen.clone(), rscreen);
     s.run(opts.budget);
@@ -451,8 +452,8 @@ fn choose_traced(t: &TensorView, opts: &SearchOptions) -> Result<(Choice, Vec<(u
 
 /// The screen (a smaller sample of `sample`, on which the search runs) and the reference's
 /// screen (the same positions of the reference's sample).
-fn screens(sample: &Stream, rsample: Option<&Stream>, screen_elems: usize) -> (Stream, Option<Stream>) {
-    let screen_pos = sample_positions(sample.len(), screen_elems.max(1));
+fn screens(sample: &Stream, rsample: Option<&Stream>, screen_elems: usize, align: usize) -> (Stream, Option<Stream>) {
+    let screen_pos = sample_positions(sample.len(), screen_elems.max(1), align);
     let screen = pick(sample, &screen_pos);
     let rscreen = rsample.map(|r| pick(r, &screen_pos));
     (screen, rscreen)
@@ -522,7 +523,7 @@ fn applies_whole(p: &Node, whole: &Bytes, reference: Option<&Bytes>, ty: Ty, chu
         let e = (s + step).min(whole.len());
         let x = Stream::from_le_bytes(ty, &whole.read(s, e)?)?;
         let rr = reference.map(|f| f.read(s, e).and_then(|b| Stream::from_le_bytes(ty, &b))).transpose()?;
-        if !applies(p, &x, rr.as_ref()) {
+        if !applies(p, &x, rr.as_ref(), (s / wb) as u64) {
             return Ok(false);
         }
         s = e;
@@ -531,7 +532,7 @@ fn applies_whole(p: &Node, whole: &Bytes, reference: Option<&Bytes>, ty: Ty, chu
 }
 
 /// Runs the transforms of `p` forward over `x` and checks constants and dictionaries.
-fn applies(p: &Node, x: &Stream, reference: Option<&Stream>) -> bool {
+fn applies(p: &Node, x: &Stream, reference: Option<&Stream>, offset: u64) -> bool {
     let parts = match &p.op {
         Op::Const(c) => return x.iter().all(|v| v == c.value),
         _ if p.children.is_empty() => return true,
@@ -548,24 +549,44 @@ fn applies(p: &Node, x: &Stream, reference: Option<&Stream>) -> bool {
             Some(rs) => vec![r.forward(x, rs)],
             None => return false,
         },
+        Op::Blocks(b) => match b.forward(x, offset) {
+            Ok(parts) => parts,
+            Err(_) => return false,
+        },
         _ => {
             // Other transforms: let the encoder decide.
             let mut buf = Vec::new();
             return p.encode_with(x, &[], reference, &mut buf).is_ok();
         }
     };
-    p.children.len() == parts.len() && p.children.iter().zip(&parts).all(|(c, s)| applies(c, s, reference))
+    p.children.len() == parts.len() && p.children.iter().zip(&parts).all(|(c, s)| applies(c, s, reference, offset))
 }
 
 /// Up to `want` positions: all of them when the stream is short enough, else four evenly spaced
-/// blocks (contiguous, so that contexts such as the previous word stay meaningful).
-fn sample_positions(n: usize, want: usize) -> Vec<std::ops::Range<usize>> {
-    if n <= want {
+/// blocks (contiguous, so that contexts such as the previous word stay meaningful). With
+/// `align > 1` (a stream of quantization blocks of `align` bytes, `n` a multiple of it) the
+/// parts start and end on block boundaries.
+fn sample_positions(n: usize, want: usize, align: usize) -> Vec<std::ops::Range<usize>> {
+    let align = align.max(1);
+    if n <= want || n < 4 * align {
         return vec![0..n];
     }
     let blocks = 4usize;
-    let per = want / blocks;
-    (0..blocks).map(|b| (n - per) * b / (blocks - 1)).map(|start| start..start + per).collect()
+    let per = (want / blocks / align).max(1) * align;
+    (0..blocks).map(|b| (n - per) * b / (blocks - 1) / align * align).map(|start| start..start + per).collect()
+}
+
+/// The ggml block layout the root stream is made of: the dtype is a quantized GGUF type that
+/// `blocks` splits and the tensor is a whole number of its blocks (else None: it is bytes).
+fn block_type(t: &TensorView) -> Option<crate::dsl::ops::blocks::Blocks> {
+    let DType::Other(name) = t.dtype else { return None };
+    let b = crate::tensor::gguf::ggml_type_named(name).and_then(|g| crate::dsl::ops::blocks::Blocks::new(g.id))?;
+    (t.word_bits == 8 && !t.bytes.is_empty() && t.bytes.len() % b.block_bytes() == 0).then_some(b)
+}
+
+/// Granule of the tensor's samples: its block size for a tensor of quantization blocks, else 1.
+fn block_align(t: &TensorView) -> usize {
+    block_type(t).map_or(1, |b| b.block_bytes())
 }
 
 fn pick(x: &Stream, positions: &[std::ops::Range<usize>]) -> Stream {
@@ -663,10 +684,10 @@ fn learn_one(t: &TensorView, opts: &SearchOptions) -> Result<Vec<(f64, Derivatio
         }
     }
     let want = opts.sample_elems.min(opts.chunk_elems).max(1);
-    let positions = sample_positions(n, want);
+    let positions = sample_positions(n, want, block_align(t));
     let sample = read_sample(&t.bytes, ty, &positions)?;
     let rsample = reference.as_ref().map(|r| read_sample(r, ty, &positions)).transpose()?;
-    let (screen, rscreen) = screens(&sample, rsample.as_ref(), opts.screen_elems);
+    let (screen, rscreen) = screens(&sample, rsample.as_ref(), opts.screen_elems, block_align(t));
     let tctx = tensor_ctx(t, opts.depth, reference.is_some(), opts.decode_weight);
     let mut s = search::Search::new(&tctx, &opts.prior, screen.clone(), rscreen);
     s.run(opts.budget);

@@ -573,6 +573,7 @@ mod tests {
             row: None,
             ref_ctx: None,
             zstd_level: 3,
+            blocks: None,
             max_depth: 3,
             decode_weight: 0.0,
         }

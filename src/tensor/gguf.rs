@@ -83,6 +83,11 @@ pub fn ggml_type(id: u32) -> Option<GgmlType> {
     TYPES.iter().find(|t| t.0 == id).map(|&(id, name, block, block_bytes)| GgmlType { id, name, block, block_bytes })
 }
 
+/// The ggml type named `name` ("Q4_1"), when its layout is known.
+pub fn ggml_type_named(name: &str) -> Option<GgmlType> {
+    TYPES.iter().find(|t| t.1 == name).and_then(|t| ggml_type(t.0))
+}
+
 /// The dtype a GGUF tensor of ggml type `id` is coded as: the safetensors dtype of the same
 /// element layout for plain types (F32, F16, BF16, F64, I8..I64), else the ggml type's name
 /// (`Q4_1`), or `GGML_TYPE_<id>` for an unknown id; those are coded as bytes.

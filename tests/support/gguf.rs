@@ -255,3 +255,31 @@ pub fn loader_model(version: u32, alignment: u64, vocab: usize, pad: u8) -> Gguf
     m.tensor("pos_ids", &[40], 26, (0..40i32).flat_map(|i| i.to_le_bytes()).collect());
     m
 }
+
+/// `nblocks` deterministic pseudo-random blocks of `block_bytes` bytes each, skewed as quantized
+/// weights are (each byte's nibbles cluster around the middle, each block's first bytes vary
+/// slowly like a scale), so that entropy coding has something to find.
+pub fn quant_blocks(rng: &mut Rng, block_bytes: usize, nblocks: usize) -> Vec<u8> {
+    let nibble = |rng: &mut Rng| ((rng.below(4) + rng.below(4) + rng.below(4) + rng.below(5)) & 15) as u8;
+    let mut out = Vec::with_capacity(block_bytes * nblocks);
+    for b in 0..nblocks {
+        for i in 0..block_bytes {
+            out.push(if i < 2 { (b / 3 + i * 0x3C) as u8 } else { nibble(rng) | (nibble(rng) << 4) });
+        }
+    }
+    out
+}
+
+/// A GGUF file with one tensor of each ggml type that the `blocks` operator splits, `rows` rows
+/// of `row_blocks` blocks each, after a small F32 tensor.
+pub fn quant_model(seed: u64, rows: u64, row_blocks: u64) -> Gguf {
+    let mut rng = Rng(seed);
+    let mut m = Gguf::new(3, 32);
+    m.tensor("norm.weight", &[64], 0, f32_bytes(&weights(&mut rng, 64, 0.1)));
+    for id in brevis::dsl::ops::blocks::TYPES {
+        let t = brevis::tensor::gguf::ggml_type(id).unwrap();
+        let data = quant_blocks(&mut rng, t.block_bytes as usize, (rows * row_blocks) as usize);
+        m.tensor(&format!("blk.{id}.weight"), &[row_blocks * t.block, rows], id, data);
+    }
+    m
+}

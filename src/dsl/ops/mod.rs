@@ -1,6 +1,7 @@
 //! The operators of the DSL, one file each: type rule, encoder (forward), interpreter kernel
 //! (inverse), wire form with a permanent id, and cost. `super::Op` is the registry.
 
+pub mod blocks;
 pub mod copy;
 pub mod dict;
 pub mod entropy;

@@ -1,0 +1,536 @@
+//! `blocks(t)` (id 0x20): split a byte stream of ggml quantization blocks of type `t` (its GGUF
+//! type id) into its fields, one child stream per field: the block scales (fp16 `d`, `m`; the
+//! f32 `d` of Q8_K), the sub-block scales of K-quants (6-bit packed scales and mins, unpacked),
+//! and the quants, each unpacked to one value of `b` bits (the high-bit planes of Q5_x / Q3_K /
+//! Q5_K / Q6_K joined to their low bits), in element order. Q8_K's `bsums` are a field of
+//! their own. Layouts: ggml's `ggml-common.h`.
+//!
+//! A chunk need not start or end on a block boundary: the stream's first byte is byte
+//! `elem_offset` of the tensor, so the bytes before the first whole block and after the last
+//! one (fewer than a block each) go to child 0 (the *edge* bytes, u8), then come the fields of
+//! the whole blocks. Every bit of a block belongs to exactly one field value, so the split is
+//! a bijection for any bytes.
+
+use super::prelude::*;
+
+/// One piece of a field value: `len` bits at bit `shift` of byte `byte` of the block are bits
+/// `at .. at + len` of the value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Piece {
+    byte: u16,
+    shift: u8,
+    len: u8,
+    at: u8,
+}
+
+/// A field: `count` values of `bits` bits per block, each made of its pieces.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Field {
+    pub bits: u32,
+    /// Pieces of each value of the field in a block.
+    pieces: Vec<Vec<Piece>>,
+    /// How the kernels move it (the same bits as `pieces`, faster).
+    kind: Kind,
+}
+
+/// The shapes of field that have their own kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// Value j is the `n` bytes at `off + j n`, little-endian.
+    Bytes { off: usize, n: usize },
+    /// 32 values: value j < 16 the low nibble of byte `qs + j`, value j + 16 its high nibble,
+    /// with (Q5_x) bit 4 of value e from bit e of the 32-bit word at `qh`.
+    Nibbles { qs: usize, qh: Option<usize> },
+    /// Anything else: the pieces, `ppv` per value (padded with empty pieces).
+    Pieces { ppv: usize },
+}
+
+impl Field {
+    fn new(bits: u32, pieces: Vec<Vec<Piece>>) -> Field {
+        let kind = Self::bytes_kind(&pieces)
+            .unwrap_or(Kind::Pieces { ppv: pieces.iter().map(|v| v.len()).max().unwrap_or(0) });
+        Field { bits, pieces, kind }
+    }
+
+    /// `Kind::Bytes` when every value is whole consecutive bytes, the values one after another.
+    fn bytes_kind(pieces: &[Vec<Piece>]) -> Option<Kind> {
+        let n = pieces.first()?.len();
+        let off = pieces[0].first()?.byte as usize;
+        let whole = pieces.iter().enumerate().all(|(j, v)| {
+            v.len() == n
+                && v.iter().enumerate().all(|(t, q)| {
+                    q.shift == 0 && q.len == 8 && q.at as usize == 8 * t && q.byte as usize == off + j * n + t
+                })
+        });
+        whole.then_some(Kind::Bytes { off, n })
+    }
+
+    pub fn count(&self) -> usize {
+        self.pieces.len()
+    }
+
+    /// The pieces as one table, `ppv` per value (padded with empty pieces).
+    fn flat(&self, ppv: usize) -> Vec<Piece> {
+        let pad = Piece { byte: 0, shift: 0, len: 0, at: 0 };
+        self.pieces.iter().flat_map(|v| v.iter().copied().chain(std::iter::repeat(pad)).take(ppv)).collect()
+    }
+}
+
+/// The word types a field's values are stored in.
+trait Word: Copy + Default {
+    fn from_u64(v: u64) -> Self;
+    fn to_u64(self) -> u64;
+}
+
+macro_rules! word {
+    ($t:ty) => {
+        impl Word for $t {
+            fn from_u64(v: u64) -> Self {
+                v as $t
+            }
+            fn to_u64(self) -> u64 {
+                self as u64
+            }
+        }
+    };
+}
+word!(u8);
+word!(u16);
+word!(u32);
+word!(u64);
+
+/// The values of field `f` in `k` blocks of `body`.
+fn gather<T: Word>(f: &Field, body: &[u8], b: usize, k: usize) -> Vec<T> {
+    let m = f.count();
+    let mut out = vec![T::default(); k * m];
+    if m == 0 {
+        return out;
+    }
+    let blocks = body.chunks_exact(b).zip(out.chunks_exact_mut(m));
+    match f.kind {
+        Kind::Bytes { off, n } => {
+            for (blk, o) in blocks {
+                for (v, x) in o.iter_mut().zip(blk[off..off + m * n].chunks_exact(n)) {
+                    let mut w = [0u8; 8];
+                    w[..n].copy_from_slice(x);
+                    *v = T::from_u64(u64::from_le_bytes(w));
+                }
+            }
+        }
+        Kind::Nibbles { qs, qh } => {
+            for (blk, o) in blocks {
+                let h = qh.map_or(0, |q| u32::from_le_bytes(blk[q..q + 4].try_into().unwrap()));
+                let (lo, hi) = o.split_at_mut(16);
+                for (j, ((l, u), &x)) in lo.iter_mut().zip(hi).zip(&blk[qs..qs + 16]).enumerate() {
+                    *l = T::from_u64((x & 15) as u64 | (((h >> j) & 1) << 4) as u64);
+                    *u = T::from_u64((x >> 4) as u64 | (((h >> (j + 16)) & 1) << 4) as u64);
+                }
+            }
+        }
+        Kind::Pieces { ppv } => {
+            let flat = f.flat(ppv);
+            for (blk, o) in blocks {
+                for (v, ps) in o.iter_mut().zip(flat.chunks_exact(ppv)) {
+                    *v = T::from_u64(ps.iter().fold(0u64, |a, q| {
+                        a | ((((blk[q.byte as usize] >> q.shift) as u64) & ((1u64 << q.len) - 1)) << q.at)
+                    }));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Writes the values of field `f` into the `k` blocks of `body` (zeroed where the field lies).
+fn scatter<T: Word>(f: &Field, vals: &[T], body: &mut [u8], b: usize) {
+    let m = f.count();
+    if m == 0 {
+        return;
+    }
+    let blocks = body.chunks_exact_mut(b).zip(vals.chunks_exact(m));
+    match f.kind {
+        Kind::Bytes { off, n: 1 } => {
+            for (blk, vs) in blocks {
+                for (d, v) in blk[off..off + m].iter_mut().zip(vs) {
+                    *d = v.to_u64() as u8;
+                }
+            }
+        }
+        Kind::Bytes { off, n: 2 } => {
+            for (blk, vs) in blocks {
+                for (d, v) in blk[off..off + m * 2].chunks_exact_mut(2).zip(vs) {
+                    d.copy_from_slice(&(v.to_u64() as u16).to_le_bytes());
+                }
+            }
+        }
+        Kind::Bytes { off, n } => {
+            for (blk, vs) in blocks {
+                for (d, v) in blk[off..off + m * n].chunks_exact_mut(n).zip(vs) {
+                    d.copy_from_slice(&v.to_u64().to_le_bytes()[..n]);
+                }
+            }
+        }
+        Kind::Nibbles { qs, qh } => {
+            for (blk, vs) in blocks {
+                let (lo, hi) = vs.split_at(16);
+                for ((d, l), u) in blk[qs..qs + 16].iter_mut().zip(lo).zip(hi) {
+                    *d = ((l.to_u64() & 15) | ((u.to_u64() & 15) << 4)) as u8;
+                }
+                if let Some(q) = qh {
+                    let h = vs.iter().enumerate().fold(0u32, |h, (j, v)| h | (((v.to_u64() >> 4) & 1) as u32) << j);
+                    blk[q..q + 4].copy_from_slice(&h.to_le_bytes());
+                }
+            }
+        }
+        Kind::Pieces { ppv } => {
+            let flat = f.flat(ppv);
+            for (blk, vs) in blocks {
+                for (v, ps) in vs.iter().zip(flat.chunks_exact(ppv)) {
+                    let v = v.to_u64();
+                    for q in ps {
+                        blk[q.byte as usize] |= (((v >> q.at) & ((1u64 << q.len) - 1)) as u8) << q.shift;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The fields of one block type.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub block_bytes: usize,
+    pub fields: Vec<Field>,
+}
+
+fn p(byte: usize, shift: u32, len: u32, at: u32) -> Piece {
+    Piece { byte: byte as u16, shift: shift as u8, len: len as u8, at: at as u8 }
+}
+
+/// A little-endian scalar of `n` bytes at `off` (fp16 `d`, f32 `d`, i16 `bsums`), `count` of them.
+fn scalars(off: usize, n: usize, count: usize) -> Field {
+    let pieces = (0..count).map(|i| (0..n).map(|b| p(off + i * n + b, 0, 8, 8 * b as u32)).collect()).collect();
+    Field::new(8 * n as u32, pieces)
+}
+
+/// A field of `count` values given by `f(value index)`.
+fn field(bits: u32, count: usize, f: impl Fn(usize) -> Vec<Piece>) -> Field {
+    Field::new(bits, (0..count).map(f).collect())
+}
+
+/// 32 4-bit quants at `qs`: element j < 16 in the low nibble of byte j, element j + 16 in its high nibble.
+fn nibbles32(qs: usize, high: Option<usize>) -> Field {
+    let bits = if high.is_some() { 5 } else { 4 };
+    let f = field(bits, 32, |e| {
+        let mut v = vec![p(qs + e % 16, 4 * (e / 16) as u32, 4, 0)];
+        if let Some(qh) = high {
+            v.push(p(qh + e / 8, (e % 8) as u32, 1, 4));
+        }
+        v
+    });
+    Field { kind: Kind::Nibbles { qs, qh: high }, ..f }
+}
+
+/// 256 2-bit values (Q2_K, Q3_K's low bits, TQ2_0): element 128n + 32j + l is bits 2j of byte 32n + l.
+fn crumbs256(qs: usize, e: usize) -> Piece {
+    let (n, j, l) = (e / 128, (e / 32) % 4, e % 32);
+    p(qs + 32 * n + l, 2 * j as u32, 2, 0)
+}
+
+/// The 6-bit scales (`mins = false`) or mins of Q4_K and Q5_K (`get_scale_min_k4`).
+fn scale_min_k4(sc: usize, mins: bool) -> Field {
+    field(6, 8, |j| match (j < 4, mins) {
+        (true, false) => vec![p(sc + j, 0, 6, 0)],
+        (true, true) => vec![p(sc + j + 4, 0, 6, 0)],
+        (false, false) => vec![p(sc + j + 4, 0, 4, 0), p(sc + j - 4, 6, 2, 4)],
+        (false, true) => vec![p(sc + j + 4, 4, 4, 0), p(sc + j, 6, 2, 4)],
+    })
+}
+
+/// 256 quants of Q4_K / Q5_K: element 64g + 32h + l is nibble h of byte 32g + l, and (Q5_K)
+/// its high bit is bit 2g + h of `qh[l]`.
+fn quants_k(qs: usize, high: Option<usize>) -> Field {
+    field(if high.is_some() { 5 } else { 4 }, 256, |e| {
+        let (g, h, l) = (e / 64, (e / 32) % 2, e % 32);
+        let mut v = vec![p(qs + 32 * g + l, 4 * h as u32, 4, 0)];
+        if let Some(qh) = high {
+            v.push(p(qh + l, (2 * g + h) as u32, 1, 4));
+        }
+        v
+    })
+}
+
+/// The layout of ggml type `id`, when it is one this operator splits.
+pub fn layout(id: u32) -> Option<Layout> {
+    let h = |off| scalars(off, 2, 1);
+    let (block_bytes, fields) = match id {
+        // Q4_0, IQ4_NL: d, qs[16].
+        2 | 20 => (18, vec![h(0), nibbles32(2, None)]),
+        // Q4_1: d, m, qs[16].
+        3 => (20, vec![h(0), h(2), nibbles32(4, None)]),
+        // Q5_0: d, qh[4], qs[16].
+        6 => (22, vec![h(0), nibbles32(6, Some(2))]),
+        // Q5_1: d, m, qh[4], qs[16].
+        7 => (24, vec![h(0), h(2), nibbles32(8, Some(4))]),
+        // Q8_0: d, qs[32].
+        8 => (34, vec![h(0), field(8, 32, |e| vec![p(2 + e, 0, 8, 0)])]),
+        // Q8_1: d, s, qs[32].
+        9 => (36, vec![h(0), h(2), field(8, 32, |e| vec![p(4 + e, 0, 8, 0)])]),
+        // Q2_K: scales[16] (low nibble scale, high nibble min), qs[64], d, dmin.
+        10 => (
+            84,
+            vec![
+                h(80),
+                h(82),
+                field(4, 16, |i| vec![p(i, 0, 4, 0)]),
+                field(4, 16, |i| vec![p(i, 4, 4, 0)]),
+                field(2, 256, |e| vec![crumbs256(16, e)]),
+            ],
+        ),
+        // Q3_K: hmask[32], qs[64], scales[12] (16 6-bit scales), d.
+        11 => (
+            110,
+            vec![
+                h(108),
+                field(6, 16, |i| {
+                    let lo = if i < 8 { p(96 + i, 0, 4, 0) } else { p(96 + i - 8, 4, 4, 0) };
+                    vec![lo, p(96 + 8 + i % 4, 2 * (i / 4) as u32, 2, 4)]
+                }),
+                field(3, 256, |e| vec![crumbs256(32, e), p(e % 32, (e / 32) as u32, 1, 2)]),
+            ],
+        ),
+        // Q4_K: d, dmin, scales[12], qs[128].
+        12 => (144, vec![h(0), h(2), scale_min_k4(4, false), scale_min_k4(4, true), quants_k(16, None)]),
+        // Q5_K: d, dmin, scales[12], qh[32], qs[128].
+        13 => (176, vec![h(0), h(2), scale_min_k4(4, false), scale_min_k4(4, true), quants_k(48, Some(16))]),
+        // Q6_K: ql[128], qh[64], scales[16] (i8), d. Element 128n + 32g + l: the nibble g >> 1
+        // of ql[64n + 32(g & 1) + l], and bits 2g of qh[32n + l] above it.
+        14 => (
+            210,
+            vec![
+                h(208),
+                field(8, 16, |i| vec![p(192 + i, 0, 8, 0)]),
+                field(6, 256, |e| {
+                    let (n, g, l) = (e / 128, (e / 32) % 4, e % 32);
+                    vec![
+                        p(64 * n + 32 * (g & 1) + l, 4 * (g >> 1) as u32, 4, 0),
+                        p(128 + 32 * n + l, 2 * g as u32, 2, 4),
+                    ]
+                }),
+            ],
+        ),
+        // Q8_K: d (f32), qs[256], bsums[16] (i16).
+        15 => (292, vec![scalars(0, 4, 1), field(8, 256, |e| vec![p(4 + e, 0, 8, 0)]), scalars(260, 2, 16)]),
+        // TQ2_0: qs[64], d.
+        35 => (66, vec![h(64), field(2, 256, |e| vec![crumbs256(0, e)])]),
+        // MXFP4: e (e8m0), qs[16].
+        39 => (17, vec![field(8, 1, |_| vec![p(0, 0, 8, 0)]), nibbles32(1, None)]),
+        _ => return None,
+    };
+    Some(Layout { block_bytes, fields })
+}
+
+/// The ggml type ids `blocks` splits.
+pub const TYPES: [u32; 15] = [2, 3, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 20, 35, 39];
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Blocks {
+    /// The GGUF type id of the blocks.
+    pub ggml: u32,
+    layout: Layout,
+}
+
+impl Blocks {
+    pub const ID: u8 = 0x20;
+
+    /// `blocks` for ggml type `id`, when its layout is known.
+    pub fn new(id: u32) -> Option<Blocks> {
+        layout(id).map(|layout| Blocks { ggml: id, layout })
+    }
+
+    pub fn read(r: &mut ByteReader) -> Result<Self> {
+        let id = r.varint()?;
+        u32::try_from(id)
+            .ok()
+            .and_then(Blocks::new)
+            .ok_or_else(|| Error::Unsupported(format!("blocks: unknown block type {id}")))
+    }
+
+    pub fn write(&self, out: &mut Vec<u8>) {
+        put_varint(out, self.ggml as u64);
+    }
+
+    pub fn block_bytes(&self) -> usize {
+        self.layout.block_bytes
+    }
+
+    pub fn child_types(&self, ty: Ty) -> Result<Vec<Ty>> {
+        if ty.bits != 8 {
+            return Err(Error::corrupt("blocks: input is not a byte stream"));
+        }
+        Ok(std::iter::once(Ty::u(8)).chain(self.layout.fields.iter().map(|f| Ty::u(f.bits))).collect())
+    }
+
+    /// (bytes before the first whole block, whole blocks) of `n` bytes starting at byte `offset`
+    /// of the tensor.
+    fn split_at(&self, n: usize, offset: u64) -> (usize, usize) {
+        let b = self.layout.block_bytes;
+        let head = ((b as u64 - offset % b as u64) % b as u64).min(n as u64) as usize;
+        (head, (n - head) / b)
+    }
+
+    /// Child stream lengths for `n` bytes starting at byte `offset` of the tensor.
+    pub fn child_lens(&self, n: usize, offset: u64) -> Vec<usize> {
+        let (head, k) = self.split_at(n, offset);
+        let edge = n - k * self.layout.block_bytes;
+        debug_assert!(edge >= head);
+        std::iter::once(edge).chain(self.layout.fields.iter().map(|f| k * f.count())).collect()
+    }
+
+    /// Child elements per input byte, for each child (the edge bytes count as none).
+    pub fn child_ratios(&self) -> Vec<f64> {
+        let b = self.layout.block_bytes as f64;
+        std::iter::once(0.0).chain(self.layout.fields.iter().map(|f| f.count() as f64 / b)).collect()
+    }
+
+    pub fn forward(&self, x: &Stream, offset: u64) -> Result<Vec<Stream>> {
+        let Data::U8(bytes) = &x.data else {
+            return Err(Error::invalid("blocks: input is not a byte stream"));
+        };
+        let b = self.layout.block_bytes;
+        let (head, k) = self.split_at(bytes.len(), offset);
+        let body = &bytes[head..head + k * b];
+        let mut edge = bytes[..head].to_vec();
+        edge.extend_from_slice(&bytes[head + k * b..]);
+        let mut out = vec![Stream { ty: Ty::u(8), data: Data::U8(edge) }];
+        for f in &self.layout.fields {
+            let ty = Ty::u(f.bits);
+            let data = match ty.container_bytes() {
+                1 => Data::U8(gather(f, body, b, k)),
+                2 => Data::U16(gather(f, body, b, k)),
+                4 => Data::U32(gather(f, body, b, k)),
+                _ => Data::U64(gather(f, body, b, k)),
+            };
+            out.push(Stream { ty, data });
+        }
+        Ok(out)
+    }
+
+    pub fn inverse(&self, n: usize, offset: u64, parts: &[Stream]) -> Result<Stream> {
+        let b = self.layout.block_bytes;
+        let lens = self.child_lens(n, offset);
+        if parts.len() != lens.len() || parts.iter().zip(&lens).any(|(s, &l)| s.len() != l) {
+            return Err(Error::corrupt("blocks: child streams of the wrong length"));
+        }
+        let (head, k) = self.split_at(n, offset);
+        let mut out = vec![0u8; n];
+        let Data::U8(edge) = &parts[0].data else {
+            return Err(Error::corrupt("blocks: edge bytes are not bytes"));
+        };
+        out[..head].copy_from_slice(&edge[..head]);
+        out[head + k * b..].copy_from_slice(&edge[head..]);
+        let body = &mut out[head..head + k * b];
+        // Every kernel masks the values to their field's bits.
+        for (f, s) in self.layout.fields.iter().zip(&parts[1..]) {
+            match &s.data {
+                Data::U8(v) => scatter(f, v, body, b),
+                Data::U16(v) => scatter(f, v, body, b),
+                Data::U32(v) => scatter(f, v, body, b),
+                Data::U64(v) => scatter(f, v, body, b),
+            }
+        }
+        Ok(Stream { ty: Ty::u(8), data: Data::U8(out) })
+    }
+}
+
+impl std::fmt::Display for Blocks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match crate::tensor::gguf::ggml_type(self.ggml) {
+            Some(t) => write!(f, "blocks({})", t.name),
+            None => write!(f, "blocks(#{})", self.ggml),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every bit of a block belongs to exactly one piece of one value, and the block sizes
+    /// agree with the GGUF type table.
+    #[test]
+    fn layouts_cover_every_bit_once() {
+        for id in TYPES {
+            let l = layout(id).unwrap();
+            let t = crate::tensor::gguf::ggml_type(id).unwrap();
+            assert_eq!(l.block_bytes as u64, t.block_bytes, "{}", t.name);
+            let mut seen = vec![0u8; l.block_bytes * 8];
+            for f in &l.fields {
+                for pieces in &f.pieces {
+                    let mut vbits = vec![0u8; f.bits as usize];
+                    for q in pieces {
+                        for j in 0..q.len as usize {
+                            seen[q.byte as usize * 8 + q.shift as usize + j] += 1;
+                            vbits[q.at as usize + j] += 1;
+                        }
+                    }
+                    assert!(vbits.iter().all(|&c| c == 1), "{}: value bits", t.name);
+                }
+            }
+            assert!(seen.iter().all(|&c| c == 1), "{}: block bits", t.name);
+        }
+    }
+
+    #[test]
+    fn quants_in_element_order() {
+        // Q4_0: element 17 is the high nibble of qs[1]; Q5_0: its high bit is bit 17 of qh.
+        let q = layout(2).unwrap();
+        assert_eq!(q.fields[1].pieces[17], vec![p(3, 4, 4, 0)]);
+        let q = layout(6).unwrap();
+        assert_eq!(q.fields[1].pieces[17], vec![p(6 + 1, 4, 4, 0), p(2 + 2, 1, 1, 4)]);
+        // Q6_K: element 128 + 64 + 5 is the high nibble of ql[64 + 5], bits 4..6 of qh[32 + 5].
+        let q = layout(14).unwrap();
+        assert_eq!(q.fields[2].pieces[128 + 64 + 5], vec![p(64 + 5, 4, 4, 0), p(128 + 32 + 5, 4, 2, 4)]);
+    }
+
+    /// The byte and nibble kernels move the same bits as the pieces say.
+    #[test]
+    fn kernels_agree_with_pieces() {
+        for id in TYPES {
+            let l = layout(id).unwrap();
+            let b = l.block_bytes;
+            let body: Vec<u8> = (0..4 * b).map(|i| (i as u32).wrapping_mul(2654435761).rotate_left(7) as u8).collect();
+            for f in &l.fields {
+                let slow =
+                    Field { kind: Kind::Pieces { ppv: f.pieces.iter().map(|v| v.len()).max().unwrap() }, ..f.clone() };
+                assert_eq!(gather::<u64>(f, &body, b, 4), gather::<u64>(&slow, &body, b, 4), "type {id}");
+            }
+        }
+    }
+
+    #[test]
+    fn round_trip_at_any_phase() {
+        for id in TYPES {
+            let op = Blocks::new(id).unwrap();
+            let b = op.block_bytes();
+            let mut s = 0x9E37_79B9_7F4A_7C15u64;
+            let bytes: Vec<u8> = (0..3 * b + 7)
+                .map(|_| {
+                    s ^= s << 13;
+                    s ^= s >> 7;
+                    s ^= s << 17;
+                    s as u8
+                })
+                .collect();
+            for offset in [0u64, 1, b as u64 - 1, b as u64, 5 * b as u64 + 3] {
+                for n in [0, 1, b - 1, b, 2 * b + 1, bytes.len()] {
+                    let x = Stream { ty: Ty::u(8), data: Data::U8(bytes[..n].to_vec()) };
+                    let parts = op.forward(&x, offset).unwrap();
+                    let lens: Vec<usize> = parts.iter().map(|s| s.len()).collect();
+                    assert_eq!(lens, op.child_lens(n, offset));
+                    assert_eq!(op.inverse(n, offset, &parts).unwrap(), x, "type {id} offset {offset} n {n}");
+                }
+            }
+        }
+    }
+}
