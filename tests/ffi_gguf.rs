@@ -70,7 +70,8 @@ fn load(a: *const brevis_archive, m: &Gguf, skew: usize) -> Vec<u8> {
         let mut ne = [1u64; 4];
         ne[..want.dims.len()].copy_from_slice(&want.dims);
         assert_eq!(g.ne, ne, "{name}");
-        let shape = unsafe { std::slice::from_raw_parts(t.shape, t.ndim) };
+        // A 0-dimensional tensor may have no shape array (a null pointer).
+        let shape: &[u64] = if t.ndim == 0 { &[] } else { unsafe { std::slice::from_raw_parts(t.shape, t.ndim) } };
         assert!(shape.iter().rev().eq(&want.dims), "{name}: shape {shape:?}, slowest first");
         assert_eq!(t.offset, h.size as u64 + g.data_offset, "{name}");
         let dst = &mut section[base + g.data_offset as usize..];
