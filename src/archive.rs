@@ -4,10 +4,9 @@
 use crate::container::{self, Index, TensorEntry};
 use crate::error::{Error, Result};
 use crate::reference::{self, Reference};
-use crate::source::Source;
+use crate::source::{Bytes, Source};
 use crate::{dsl, work, DecodeOptions};
 use rayon::prelude::*;
-use xxhash_rust::xxh3::xxh3_64;
 
 mod gguf;
 pub use gguf::{GgufTensor, GgufView};
@@ -224,9 +223,11 @@ impl<'a> Archive<'a> {
                 }
             }
         }
-        work::pool(opts.threads)?
-            .install(|| slices.into_par_iter().try_for_each(|(t, c, buf)| self.decode_chunk(t, c, buf)))?;
-        if opts.verify && xxh3_64(out) != self.index.original_hash {
+        let pool = work::pool(opts.threads)?;
+        pool.install(|| slices.into_par_iter().try_for_each(|(t, c, buf)| self.decode_chunk(t, c, buf)))?;
+        if opts.verify
+            && pool.install(|| crate::hash::xxh3_64_of(&Bytes::from(&*out), 1 << 20))? != self.index.original_hash
+        {
             return Err(Error::Checksum("whole file".into()));
         }
         Ok(())

@@ -19,6 +19,7 @@ pub mod dsl;
 pub mod error;
 pub mod ffi;
 pub mod file_meta;
+pub mod hash;
 mod level;
 pub mod reference;
 pub mod simd;

@@ -202,21 +202,18 @@ impl<'a> Bytes<'a> {
 
     /// xxh3-128 of the bytes, hashed window by window.
     pub fn xxh3_128(&self, step: usize) -> Result<u128> {
-        Ok(self.hashed(step)?.digest128())
-    }
-
-    /// xxh3-64 of the bytes, hashed window by window.
-    pub fn xxh3_64(&self, step: usize) -> Result<u64> {
-        Ok(self.hashed(step)?.digest())
-    }
-
-    fn hashed(&self, step: usize) -> Result<xxhash_rust::xxh3::Xxh3> {
         let mut h = xxhash_rust::xxh3::Xxh3::new();
         self.each_window(step, |_, w| {
             h.update(w);
             true
         })?;
-        Ok(h)
+        Ok(h.digest128())
+    }
+
+    /// xxh3-64 of the bytes, hashed in windows of about `step` bytes by all threads
+    /// ([`crate::hash::xxh3_64_of`]).
+    pub fn xxh3_64(&self, step: usize) -> Result<u64> {
+        crate::hash::xxh3_64_of(self, step)
     }
 }
 

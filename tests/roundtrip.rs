@@ -446,6 +446,28 @@ fn duplicate_tensors_are_stored_as_copies() {
     }
 }
 
+/// Tensors that agree at their start, middle and end (what the duplicate search hashes first)
+/// but differ elsewhere are not copies of each other; a later tensor identical to the second of
+/// them is a copy of that one.
+#[test]
+fn near_duplicates_are_not_copies() {
+    let mut rng = Rng(11);
+    let a = data_for("BF16", 200_000, &mut rng, true);
+    let mut b = a.clone();
+    b[100_000] ^= 1; // a quarter of the way in: outside the three 4 KiB samples
+    b[300_001] ^= 0x40;
+    let tensors = vec![
+        tensor("a", "BF16", &[200_000], a),
+        tensor("b", "BF16", &[200_000], b.clone()),
+        tensor("c", "BF16", &[200_000], b),
+    ];
+    let f = file(&tensors, None);
+    let archive = round_trip(&f, &Options::default());
+    check_tensors(&archive, &f, &tensors);
+    let arc = Archive::open(&archive).unwrap();
+    assert!(!program(&archive, "b").to_string().starts_with("copy"), "{}", program(&archive, "b"));
+    assert_eq!(program(&archive, "c").to_string(), format!("copy(#{})", arc.find("b").unwrap()));
+}
 #[test]
 fn arange_tensors_are_generated() {
     let n = 5000u64;

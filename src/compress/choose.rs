@@ -23,23 +23,49 @@ pub(crate) struct Chosen {
 }
 
 /// For each job, the first earlier job with identical bytes and the same word width (it
-/// becomes a `copy` of it).
+/// becomes a `copy` of it). Jobs are grouped by length, word width and a hash of three samples
+/// of their bytes; only jobs that share a group are compared, byte for byte. So a file without
+/// duplicates is not read whole here (the encoding reads it), and one with them costs one
+/// comparison per duplicate.
 pub(crate) fn duplicates(jobs: &[Job]) -> Result<Vec<Option<usize>>> {
-    let mut seen: HashMap<(u128, u32), usize> = HashMap::new();
+    /// Bytes of each sample: the start, the middle and the end of a job.
+    const SAMPLE: usize = 4 << 10;
+    /// Distinct jobs of one group that a job is compared with (a bound on the work a crafted
+    /// file can cause; past it, a job is taken as distinct, which costs size, never correctness).
+    const MAX_COMPARED: usize = 8;
+    let keys = jobs
+        .par_iter()
+        .map(|j| {
+            if j.bytes.is_empty() {
+                return Ok(None);
+            }
+            let n = j.bytes.len();
+            let mut h = xxhash_rust::xxh3::Xxh3::new();
+            for a in [0, n / 2, n.saturating_sub(SAMPLE)] {
+                h.update(&j.bytes.read(a.min(n), (a + SAMPLE).min(n))?);
+            }
+            Ok(Some((n, j.word_bits, h.digest())))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let mut groups: HashMap<(usize, u32, u64), Vec<usize>> = HashMap::new();
     let mut dup_of: Vec<Option<usize>> = Vec::with_capacity(jobs.len());
-    for (i, j) in jobs.iter().enumerate() {
-        if j.bytes.is_empty() {
+    for (i, key) in keys.into_iter().enumerate() {
+        let Some(key) = key else {
             dup_of.push(None);
             continue;
-        }
-        let key = (j.bytes.xxh3_128(source::WINDOW)?, j.word_bits);
-        match seen.get(&key) {
-            Some(&k) if jobs[k].bytes.same_as(&j.bytes, source::WINDOW)? => dup_of.push(Some(k)),
-            _ => {
-                seen.insert(key, i);
-                dup_of.push(None);
+        };
+        let seen = groups.entry(key).or_default();
+        let mut found = None;
+        for &k in seen.iter().take(MAX_COMPARED) {
+            if jobs[k].bytes.same_as(&jobs[i].bytes, source::WINDOW)? {
+                found = Some(k);
+                break;
             }
         }
+        if found.is_none() {
+            seen.push(i);
+        }
+        dup_of.push(found);
     }
     Ok(dup_of)
 }

@@ -19,6 +19,7 @@ pub(crate) mod plan;
 use crate::container::{self, ChunkEntry, Index, TensorEntry, Writer};
 use crate::dsl::{self, Node};
 use crate::error::{Error, Result};
+use crate::hash::xxh3_64;
 use crate::reference::Reference;
 use crate::source::{self, Source};
 use crate::{synth, work, Archive, DecodeOptions, Options};
@@ -26,7 +27,6 @@ use choose::{chunk_elems, Chosen};
 use plan::Job;
 use rayon::prelude::*;
 use std::io::{Seek, Write};
-use xxhash_rust::xxh3::xxh3_64;
 
 /// A caller-supplied program for tensor `i` (None: let the chooser decide).
 pub type ProgramOverride<'a> = &'a (dyn Fn(usize, &synth::TensorView) -> Option<dsl::Node> + Sync);

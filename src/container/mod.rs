@@ -10,8 +10,8 @@ use crate::coder::bitio::{put_bytes, put_varint, ByteReader};
 use crate::dsl::{fused, Env, Node, Stream, Ty};
 use crate::error::{Error, Result};
 use crate::file_meta::FileMeta;
+use crate::hash::xxh3_64;
 use crate::source::Source;
-use xxhash_rust::xxh3::xxh3_64;
 
 pub mod header_model;
 pub mod writer;

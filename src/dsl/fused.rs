@@ -88,6 +88,8 @@ pub fn decode_into(p: &Node, ty: Ty, r: &mut ByteReader, out: &mut [u8]) -> Resu
         match &p.op {
             Op::Fields(f) => merge_fields(f, &p.children, r, head, parts, dst)?,
             Op::BytePlanes(_) => merge_planes(&p.children, r, head, &mut parts[0], dst)?,
+            // A `lanes` root decodes straight into the output.
+            Op::Lanes(l) => l.decode_into(ty, r.bytes()?, dst)?,
             _ => {
                 leaf(p, ty, r.bytes()?, n, head)?;
                 dst.copy_from_slice(head);
@@ -100,14 +102,16 @@ pub fn decode_into(p: &Node, ty: Ty, r: &mut ByteReader, out: &mut [u8]) -> Resu
     })
 }
 
-/// Decodes an entropy leaf's `n` symbols of type `ty` from `input` into `buf` (cleared first).
+/// Decodes an entropy leaf's `n` symbols of type `ty` from `input` into `buf` (which then holds
+/// exactly them).
 fn leaf(p: &Node, ty: Ty, input: &[u8], n: usize, buf: &mut Vec<u16>) -> Result<()> {
+    if let Op::Lanes(l) = &p.op {
+        // The decoder writes every symbol: the buffer's stale contents need no clearing.
+        buf.resize(n, 0);
+        return l.decode_into(ty, input, buf);
+    }
     buf.clear();
     let used = match &p.op {
-        Op::Lanes(l) => {
-            buf.resize(n, 0);
-            return l.decode_into(ty, input, buf);
-        }
         _ if n == 0 => 0,
         Op::Huffman(_) => huffman::decode(input, n, buf)?,
         Op::Rans(Rans { ctx: LeafCtx::None }) => rans::decode(input, n, rans::Ctx::None, buf)?,
@@ -232,6 +236,13 @@ fn merge_planes(
     let n = out.len();
     leaf(&kids[0], Ty::u(8), r.bytes()?, n, head)?;
     let low = Part::read(&kids[1], 8, n, r, buf)?;
+    if let Part::Packed(b) = low {
+        // Raw low bytes are the plane itself.
+        for ((o, &h), &m) in out.iter_mut().zip(&head[..n]).zip(b) {
+            *o = h << 8 | m as u16;
+        }
+        return Ok(());
+    }
     let mut m = [0u8; BLOCK];
     for start in (0..n).step_by(BLOCK) {
         let b = BLOCK.min(n - start);

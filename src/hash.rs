@@ -1,0 +1,286 @@
+//! XXH3-64, the checksum of chunks and of whole files: bit for bit what
+//! `xxhash_rust::xxh3::xxh3_64` computes (the tests compare the two), with the long-input loop run
+//! by the CPU's best kernel and, over long inputs, spread across threads.
+//!
+//! Why not xxhash-rust alone: it picks its SIMD kernel when it is compiled (SSE2 in a default
+//! x86-64 build), and its XXH3 is one sequential loop, so the whole-file checksum was a serial
+//! pass after a parallel decode. No crate exposes what makes XXH3 parallel: its long loop is, per
+//! 1 KiB block, "add the block's sixteen stripe terms to the eight accumulators, then scramble
+//! them", and the terms depend on the data alone. Threads compute the sums of many blocks at
+//! once ([`block_sums`]); one cheap pass adds and scrambles them in order ([`fold`]).
+//! Inputs of at most 240 bytes take xxhash-rust's short paths unchanged.
+
+use crate::error::Result;
+use crate::simd::Level;
+use crate::source::Bytes;
+use rayon::prelude::*;
+
+/// The eight 64-bit accumulators.
+type Acc = [u64; 8];
+
+const STRIPE: usize = 64;
+/// Sixteen stripes; the secret advances by 8 bytes per stripe.
+const BLOCK: usize = 1024;
+const STRIPES_PER_BLOCK: usize = BLOCK / STRIPE;
+/// Longer inputs take the long loop.
+const MID_MAX: usize = 240;
+
+/// XXH3's default secret.
+const SECRET: [u8; 192] = [
+    0xb8, 0xfe, 0x6c, 0x39, 0x23, 0xa4, 0x4b, 0xbe, 0x7c, 0x01, 0x81, 0x2c, 0xf7, 0x21, 0xad, 0x1c, 0xde, 0xd4, 0x6d,
+    0xe9, 0x83, 0x90, 0x97, 0xdb, 0x72, 0x40, 0xa4, 0xa4, 0xb7, 0xb3, 0x67, 0x1f, 0xcb, 0x79, 0xe6, 0x4e, 0xcc, 0xc0,
+    0xe5, 0x78, 0x82, 0x5a, 0xd0, 0x7d, 0xcc, 0xff, 0x72, 0x21, 0xb8, 0x08, 0x46, 0x74, 0xf7, 0x43, 0x24, 0x8e, 0xe0,
+    0x35, 0x90, 0xe6, 0x81, 0x3a, 0x26, 0x4c, 0x3c, 0x28, 0x52, 0xbb, 0x91, 0xc3, 0x00, 0xcb, 0x88, 0xd0, 0x65, 0x8b,
+    0x1b, 0x53, 0x2e, 0xa3, 0x71, 0x64, 0x48, 0x97, 0xa2, 0x0d, 0xf9, 0x4e, 0x38, 0x19, 0xef, 0x46, 0xa9, 0xde, 0xac,
+    0xd8, 0xa8, 0xfa, 0x76, 0x3f, 0xe3, 0x9c, 0x34, 0x3f, 0xf9, 0xdc, 0xbb, 0xc7, 0xc7, 0x0b, 0x4f, 0x1d, 0x8a, 0x51,
+    0xe0, 0x4b, 0xcd, 0xb4, 0x59, 0x31, 0xc8, 0x9f, 0x7e, 0xc9, 0xd9, 0x78, 0x73, 0x64, 0xea, 0xc5, 0xac, 0x83, 0x34,
+    0xd3, 0xeb, 0xc3, 0xc5, 0x81, 0xa0, 0xff, 0xfa, 0x13, 0x63, 0xeb, 0x17, 0x0d, 0xdd, 0x51, 0xb7, 0xf0, 0xda, 0x49,
+    0xd3, 0x16, 0x55, 0x26, 0x29, 0xd4, 0x68, 0x9e, 0x2b, 0x16, 0xbe, 0x58, 0x7d, 0x47, 0xa1, 0xfc, 0x8f, 0xf8, 0xb8,
+    0xd1, 0x7a, 0xd0, 0x31, 0xce, 0x45, 0xcb, 0x3a, 0x8f, 0x95, 0x16, 0x04, 0x28, 0xaf, 0xd7, 0xfb, 0xca, 0xbb, 0x4b,
+    0x40, 0x7e,
+];
+
+const PRIME32_1: u64 = 0x9E37_79B1;
+const PRIME32_2: u64 = 0x85EB_CA77;
+const PRIME32_3: u64 = 0xC2B2_AE3D;
+const PRIME64_1: u64 = 0x9E37_79B1_85EB_CA87;
+const PRIME64_2: u64 = 0xC2B2_AE3D_27D4_EB4F;
+const PRIME64_3: u64 = 0x1656_67B1_9E37_79F9;
+const PRIME64_4: u64 = 0x85EB_CA77_C2B2_AE63;
+const PRIME64_5: u64 = 0x27D4_EB2F_1656_67C5;
+
+const INIT: Acc = [PRIME32_3, PRIME64_1, PRIME64_2, PRIME64_3, PRIME64_4, PRIME32_2, PRIME64_5, PRIME32_1];
+
+fn read64(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
+}
+
+/// XXH3-64 of `data` (one thread).
+pub fn xxh3_64(data: &[u8]) -> u64 {
+    xxh3_64_at(crate::simd::level(), data)
+}
+
+/// [`xxh3_64`] with the block kernel of `level` (lowered to what the CPU has).
+pub fn xxh3_64_at(level: Level, data: &[u8]) -> u64 {
+    if data.len() <= MID_MAX {
+        return xxhash_rust::xxh3::xxh3_64(data);
+    }
+    let full = (data.len() - 1) / BLOCK;
+    let mut acc = INIT;
+    let mut sums = [[0u64; 8]; 32];
+    for group in data[..full * BLOCK].chunks(sums.len() * BLOCK) {
+        let sums = &mut sums[..group.len() / BLOCK];
+        block_sums(level, group, sums);
+        fold(&mut acc, sums);
+    }
+    finish(acc, &data[full * BLOCK..], &data[data.len() - STRIPE..], data.len())
+}
+
+/// XXH3-64 of `bytes`, read in windows of about `window` bytes that threads hash at once (a
+/// few windows per thread in flight).
+pub fn xxh3_64_of(bytes: &Bytes, window: usize) -> Result<u64> {
+    let len = bytes.len();
+    if len <= MID_MAX {
+        return Ok(xxhash_rust::xxh3::xxh3_64(&bytes.read_all()?));
+    }
+    let level = crate::simd::level();
+    let full = (len - 1) / BLOCK;
+    let step = window.max(BLOCK) / BLOCK * BLOCK;
+    let starts: Vec<usize> = (0..full * BLOCK).step_by(step).collect();
+    let mut acc = INIT;
+    for group in starts.chunks(4 * rayon::current_num_threads()) {
+        let sums = group
+            .par_iter()
+            .map(|&a| {
+                let w = bytes.read(a, (a + step).min(full * BLOCK))?;
+                let mut s = vec![[0u64; 8]; w.len() / BLOCK];
+                block_sums(level, &w, &mut s);
+                Ok(s)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        for s in &sums {
+            fold(&mut acc, s);
+        }
+    }
+    // The rest: the last (partial or whole) block and the 64 bytes that end the input, which
+    // may reach back into the block before it.
+    let from = (full * BLOCK).min(len - STRIPE);
+    let tail = bytes.read(from, len)?;
+    Ok(finish(acc, &tail[full * BLOCK - from..], &tail[tail.len() - STRIPE..], len))
+}
+
+/// Adds each block's sum to the accumulators and scrambles them, in order.
+fn fold(acc: &mut Acc, sums: &[Acc]) {
+    let key: [u64; 8] = std::array::from_fn(|i| read64(&SECRET, SECRET.len() - STRIPE + 8 * i));
+    for s in sums {
+        for i in 0..8 {
+            let a = acc[i].wrapping_add(s[i]);
+            acc[i] = ((a ^ (a >> 47)) ^ key[i]).wrapping_mul(PRIME32_1);
+        }
+    }
+}
+
+/// The terms of `n` stripes of `data` (the secret starting at its beginning) added to `acc`.
+fn stripes(acc: &mut Acc, data: &[u8], n: usize) {
+    for s in 0..n {
+        stripe(acc, &data[s * STRIPE..], s * 8);
+    }
+}
+
+/// One stripe's terms added to `acc`, with the secret from byte `key`.
+fn stripe(acc: &mut Acc, data: &[u8], key: usize) {
+    for i in 0..8 {
+        let v = read64(data, 8 * i);
+        let k = v ^ read64(&SECRET, key + 8 * i);
+        acc[i ^ 1] = acc[i ^ 1].wrapping_add(v);
+        acc[i] = acc[i].wrapping_add((k & 0xFFFF_FFFF) * (k >> 32));
+    }
+}
+
+/// The end of the long loop: the stripes of the last block (`rest`, 1 to 1024 bytes), the last
+/// 64 bytes of the input (`last`), and the merge of the accumulators.
+fn finish(mut acc: Acc, rest: &[u8], last: &[u8], len: usize) -> u64 {
+    stripes(&mut acc, rest, (rest.len() - 1) / STRIPE);
+    stripe(&mut acc, last, SECRET.len() - STRIPE - 7);
+    let mut r = (len as u64).wrapping_mul(PRIME64_1);
+    for j in 0..4 {
+        let a = acc[2 * j] ^ read64(&SECRET, 11 + 16 * j);
+        let b = acc[2 * j + 1] ^ read64(&SECRET, 11 + 16 * j + 8);
+        let p = a as u128 * b as u128;
+        r = r.wrapping_add(p as u64 ^ (p >> 64) as u64);
+    }
+    r ^= r >> 37;
+    r = r.wrapping_mul(0x1656_6791_9E37_79F9);
+    r ^ (r >> 32)
+}
+
+/// The sum of each block's stripe terms: `out[b]` for `data[b * BLOCK..][..BLOCK]`.
+fn block_sums(level: Level, data: &[u8], out: &mut [Acc]) {
+    debug_assert_eq!(data.len(), out.len() * BLOCK);
+    #[cfg(target_arch = "x86_64")]
+    match level.min(crate::simd::detected()) {
+        // SAFETY: the AVX-512 level has AVX-512 F, the AVX2 level AVX2 (`simd::detected`).
+        Level::Avx512 => return unsafe { x86::block_sums_avx512(data, out) },
+        Level::Avx2 => return unsafe { x86::block_sums_avx2(data, out) },
+        Level::Scalar => {}
+    }
+    let _ = level;
+    for (b, o) in data.chunks_exact(BLOCK).zip(out) {
+        *o = [0; 8];
+        stripes(o, b, STRIPES_PER_BLOCK);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::{Acc, BLOCK, SECRET, STRIPE, STRIPES_PER_BLOCK};
+    use std::arch::x86_64::*;
+
+    /// [`super::block_sums`], a stripe per 512-bit vector.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512 F.
+    #[target_feature(enable = "avx512f")]
+    #[allow(unused_unsafe)]
+    pub unsafe fn block_sums_avx512(data: &[u8], out: &mut [Acc]) {
+        // SAFETY (loads and stores): each key is 64 bytes at 8 * s <= 120 of the 192-byte secret;
+        // each stripe is 64 bytes inside a block of `data`; each store is the 64 bytes of `o`.
+        let keys: [__m512i; STRIPES_PER_BLOCK] =
+            std::array::from_fn(|s| unsafe { _mm512_loadu_si512(SECRET.as_ptr().add(8 * s) as *const _) });
+        for (b, o) in data.chunks_exact(BLOCK).zip(out) {
+            let mut sum = _mm512_setzero_si512();
+            for (s, &key) in keys.iter().enumerate() {
+                let v = unsafe { _mm512_loadu_si512(b.as_ptr().add(s * STRIPE) as *const _) };
+                let k = _mm512_xor_si512(v, key);
+                let product = _mm512_mul_epu32(k, _mm512_srli_epi64::<32>(k));
+                let swapped = _mm512_shuffle_epi32::<_MM_PERM_BADC>(v);
+                sum = _mm512_add_epi64(sum, _mm512_add_epi64(product, swapped));
+            }
+            unsafe { _mm512_storeu_si512(o.as_mut_ptr() as *mut _, sum) };
+        }
+    }
+
+    /// [`super::block_sums`], a stripe per two 256-bit vectors.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[target_feature(enable = "avx2")]
+    #[allow(unused_unsafe)]
+    pub unsafe fn block_sums_avx2(data: &[u8], out: &mut [Acc]) {
+        // SAFETY (loads and stores): as in `block_sums_avx512`, in 32-byte halves.
+        let keys: [[__m256i; 2]; STRIPES_PER_BLOCK] = std::array::from_fn(|s| {
+            std::array::from_fn(|h| unsafe { _mm256_loadu_si256(SECRET.as_ptr().add(8 * s + 32 * h) as *const _) })
+        });
+        for (b, o) in data.chunks_exact(BLOCK).zip(out) {
+            let mut sum = [_mm256_setzero_si256(); 2];
+            for (s, key) in keys.iter().enumerate() {
+                for h in 0..2 {
+                    let v = unsafe { _mm256_loadu_si256(b.as_ptr().add(s * STRIPE + 32 * h) as *const _) };
+                    let k = _mm256_xor_si256(v, key[h]);
+                    let product = _mm256_mul_epu32(k, _mm256_srli_epi64::<32>(k));
+                    let swapped = _mm256_shuffle_epi32::<0x4E>(v);
+                    sum[h] = _mm256_add_epi64(sum[h], _mm256_add_epi64(product, swapped));
+                }
+            }
+            for (h, &v) in sum.iter().enumerate() {
+                unsafe { _mm256_storeu_si256(o.as_mut_ptr().add(4 * h) as *mut _, v) };
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(n: usize) -> Vec<u8> {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        (0..n)
+            .map(|_| {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                (x >> 56) as u8
+            })
+            .collect()
+    }
+
+    /// Every length class (short, mid, one block, block edges, stripes that reach back into the
+    /// previous block, many blocks) at every level the CPU has.
+    #[test]
+    fn equals_xxhash_rust() {
+        let d = data(300_000);
+        let mut lens: Vec<usize> = (0..=300).collect();
+        for k in 1..=40 {
+            for e in [k * BLOCK - 65, k * BLOCK - 64, k * BLOCK - 63, k * BLOCK - 1, k * BLOCK, k * BLOCK + 1] {
+                lens.push(e);
+            }
+        }
+        lens.extend([33 * 1024 + 17, 65_536, 100_001, 299_999, 300_000]);
+        for &n in &lens {
+            let want = xxhash_rust::xxh3::xxh3_64(&d[..n]);
+            for level in crate::simd::available() {
+                assert_eq!(xxh3_64_at(level, &d[..n]), want, "{n} bytes at {level:?}");
+            }
+        }
+    }
+
+    /// The windowed, parallel form gives the same hash whatever the window, from memory and from
+    /// a file, and from an offset that is not a multiple of the block.
+    #[test]
+    fn windows_and_files_agree() {
+        let d = data(200_000);
+        let path = std::env::temp_dir().join(format!("brevis-hash-{}", std::process::id()));
+        std::fs::write(&path, &d).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        let src = crate::source::Source::file(&file).unwrap();
+        for (a, b) in [(0, 200_000), (7, 199_000), (1000, 1000 + 3 * BLOCK), (5, 300), (9, 9 + 241), (0, 0)] {
+            let want = xxhash_rust::xxh3::xxh3_64(&d[a..b]);
+            for window in [1, 1000, BLOCK, 5 * BLOCK + 3, 1 << 20] {
+                let mem = Bytes::from(&d[..]).slice(a, b);
+                assert_eq!(xxh3_64_of(&mem, window).unwrap(), want, "{a}..{b} window {window}");
+                let f = src.all().unwrap().slice(a, b);
+                assert_eq!(xxh3_64_of(&f, window).unwrap(), want, "file {a}..{b} window {window}");
+            }
+        }
+        std::fs::remove_file(&path).unwrap();
+    }
+}
