@@ -109,6 +109,55 @@ pub fn xxh3_64_of(bytes: &Bytes, window: usize) -> Result<u64> {
     Ok(finish(acc, &tail[full * BLOCK - from..], &tail[tail.len() - STRIPE..], len))
 }
 
+/// The sum of one block's stripe terms (see the module's doc).
+pub type BlockSum = [u64; 8];
+
+/// The long loop's blocks that lie wholly within bytes `[a, b)` of an input of `len` bytes (those
+/// whose sums a piece of the input can give on its own, [`piece_sums`]).
+pub fn blocks_in(a: usize, b: usize, len: usize) -> std::ops::Range<usize> {
+    if len <= MID_MAX {
+        return 0..0;
+    }
+    let full = (len - 1) / BLOCK;
+    let s = a.div_ceil(BLOCK).min(full);
+    s..(b / BLOCK).min(full).max(s)
+}
+
+/// Blocks of the long loop of an input of `len` bytes.
+pub fn block_count(len: usize) -> usize {
+    blocks_in(0, len, len).end
+}
+
+/// The sums of the blocks `blocks_in(start, start + piece.len(), len)` (into `out`, one each),
+/// from `piece`, the input's bytes from `start`: while a piece is still in cache after it was
+/// written, this is most of the work of the whole input's checksum.
+pub fn piece_sums(piece: &[u8], start: usize, len: usize, out: &mut [BlockSum]) {
+    let r = blocks_in(start, start + piece.len(), len);
+    assert_eq!(out.len(), r.len());
+    if r.is_empty() {
+        return;
+    }
+    block_sums(crate::simd::level(), &piece[r.start * BLOCK - start..r.end * BLOCK - start], out);
+}
+
+/// XXH3-64 of `data`, given the sums of the blocks `i` for which `have[i]` (both of
+/// [`block_count`] entries); the other blocks are summed here.
+pub fn xxh3_64_with_sums(data: &[u8], sums: &mut [BlockSum], have: &[bool]) -> u64 {
+    let full = block_count(data.len());
+    if full == 0 || sums.len() != full || have.len() != full {
+        return xxh3_64(data);
+    }
+    let level = crate::simd::level();
+    for (i, (s, &h)) in sums.iter_mut().zip(have).enumerate() {
+        if !h {
+            block_sums(level, &data[i * BLOCK..(i + 1) * BLOCK], std::slice::from_mut(s));
+        }
+    }
+    let mut acc = INIT;
+    fold(&mut acc, sums);
+    finish(acc, &data[full * BLOCK..], &data[data.len() - STRIPE..], data.len())
+}
+
 /// Adds each block's sum to the accumulators and scrambles them, in order.
 fn fold(acc: &mut Acc, sums: &[Acc]) {
     let key: [u64; 8] = std::array::from_fn(|i| read64(&SECRET, SECRET.len() - STRIPE + 8 * i));
@@ -259,6 +308,32 @@ mod tests {
             let want = xxhash_rust::xxh3::xxh3_64(&d[..n]);
             for level in crate::simd::available() {
                 assert_eq!(xxh3_64_at(level, &d[..n]), want, "{n} bytes at {level:?}");
+            }
+        }
+    }
+
+    /// Sums given for some blocks (as pieces of any alignment give them) and computed for the
+    /// rest give the same hash.
+    #[test]
+    fn pieces_agree() {
+        let d = data(100_000);
+        for len in [0, 100, 241, 1025, 2048, 2049, 99_999, 100_000] {
+            let x = &d[..len];
+            let n = block_count(len);
+            for cut in [1usize, 700, 1024, 3000, 4096 + 5] {
+                let mut sums = vec![[0u64; 8]; n];
+                let mut have = vec![false; n];
+                let mut a = 0;
+                while a < len {
+                    let b = (a + cut).min(len);
+                    let r = blocks_in(a, b, len);
+                    if a % 3 != 1 {
+                        piece_sums(&x[a..b], a, len, &mut sums[r.clone()]);
+                        have[r].fill(true);
+                    }
+                    a = b;
+                }
+                assert_eq!(xxh3_64_with_sums(x, &mut sums, &have), xxhash_rust::xxh3::xxh3_64(x), "{len} by {cut}");
             }
         }
     }

@@ -65,11 +65,15 @@ const META_PLAIN_MIN: usize = 64 << 10;
 /// dictionary ID 0 and decodes with the dictionary loaded (a frame that never refers to it
 /// ignores it), so readers need not know which was kept.
 fn meta_frame(meta_raw: &[u8]) -> Result<Vec<u8>> {
-    let with = zstd::bulk::Compressor::with_dictionary(META_LEVEL, META_DICT)?.compress(meta_raw)?;
+    let with = || -> Result<Vec<u8>> {
+        Ok(zstd::bulk::Compressor::with_dictionary(META_LEVEL, META_DICT)?.compress(meta_raw)?)
+    };
     if meta_raw.len() <= META_PLAIN_MIN {
-        return Ok(with);
+        return with();
     }
-    let plain = zstd::bulk::compress(meta_raw, META_LEVEL)?;
+    // Both at once: at this level a MB of tokenizer strings takes the better part of a second.
+    let (with, plain) = rayon::join(with, || zstd::bulk::compress(meta_raw, META_LEVEL));
+    let (with, plain) = (with?, plain?);
     Ok(if plain.len() < with.len() { plain } else { with })
 }
 
