@@ -92,9 +92,9 @@ pub fn xxh3_64_of(bytes: &Bytes, window: usize) -> Result<u64> {
         let sums = group
             .par_iter()
             .map(|&a| {
-                let w = bytes.read(a, (a + step).min(full * BLOCK))?;
-                let mut s = vec![[0u64; 8]; w.len() / BLOCK];
-                block_sums(level, &w, &mut s);
+                let b = (a + step).min(full * BLOCK);
+                let mut s = vec![[0u64; 8]; (b - a) / BLOCK];
+                bytes.with_read(a, b, |w| block_sums(level, w, &mut s))?;
                 Ok(s)
             })
             .collect::<Result<Vec<_>>>()?;

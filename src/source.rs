@@ -160,6 +160,15 @@ impl<'a> Bytes<'a> {
         self.src.read(self.start + a as u64, b - a)
     }
 
+    /// Calls `f` with bytes `[a, b)` of this range, read into a per-thread buffer when they
+    /// are not in memory ([`Source::with_read`]).
+    pub fn with_read<R>(&self, a: usize, b: usize, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
+        if a > b || b > self.len {
+            return Err(Error::invalid(format!("byte range {a}..{b} outside a range of {}", self.len)));
+        }
+        self.src.with_read(self.start + a as u64, b - a, f)
+    }
+
     /// All the bytes at once (for small ranges: residue spans, tests).
     pub fn read_all(&self) -> Result<Cow<'a, [u8]>> {
         self.read(0, self.len)

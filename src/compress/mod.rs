@@ -135,14 +135,14 @@ fn encode_chunk(j: &Job, program: &Node, (_, s, e): Work) -> Result<Coded> {
         return Ok((payload, None));
     }
     let ty = dsl::Ty::u(j.word_bits);
-    let bytes = j.bytes.read(s, e)?;
-    let stream = dsl::Stream::from_le_bytes(ty, &bytes)?;
+    let (stream, checksum) =
+        j.bytes.with_read(s, e, |b| Ok::<_, Error>((dsl::Stream::from_le_bytes(ty, b)?, xxh3_64(b))))??;
     let reference = match (&j.reference, program.uses_reference()) {
         (Some((_, rb)), true) => Some(dsl::Stream::from_le_bytes(ty, &rb.read(s, e)?)?),
         _ => None,
     };
     program.encode_at(&stream, &[], reference.as_ref(), (s / (j.word_bits / 8) as usize) as u64, &mut payload)?;
-    Ok((payload, Some(xxh3_64(&bytes))))
+    Ok((payload, Some(checksum)))
 }
 
 /// Codes every chunk, a batch at a time, and writes them in index order. Returns each
