@@ -158,6 +158,61 @@ pub fn xxh3_64_with_sums(data: &[u8], sums: &mut [BlockSum], have: &[bool]) -> u
     finish(acc, &data[full * BLOCK..], &data[data.len() - STRIPE..], data.len())
 }
 
+/// XXH3-64 of an input whose block sums arrive in order, piece by piece (as a compressor codes
+/// its chunks): blocks that no piece summed (the bytes between pieces, blocks cut by a piece's
+/// ends) are read from the input when the next piece comes, and at the end.
+pub struct Folder {
+    acc: Acc,
+    /// The next block to fold.
+    next: usize,
+    len: usize,
+}
+
+impl Folder {
+    pub fn new(len: usize) -> Folder {
+        Folder { acc: INIT, next: 0, len }
+    }
+
+    /// Folds the sums of blocks `first..first + sums.len()` of `input` (the whole input), after
+    /// the blocks before `first` not yet folded (read from `input`). Blocks already folded
+    /// are skipped, so a piece given again changes nothing.
+    pub fn fold(&mut self, first: usize, sums: &[BlockSum], input: &Bytes) -> Result<()> {
+        self.catch_up(first, input)?;
+        let skip = self.next.saturating_sub(first).min(sums.len());
+        fold(&mut self.acc, &sums[skip..]);
+        self.next = self.next.max(first + sums.len());
+        Ok(())
+    }
+
+    /// Reads and folds blocks `self.next..to`.
+    fn catch_up(&mut self, to: usize, input: &Bytes) -> Result<()> {
+        let level = crate::simd::level();
+        let mut sums = Vec::new();
+        while self.next < to {
+            let n = (to - self.next).min(1024);
+            sums.resize(n, [0u64; 8]);
+            let a = self.next * BLOCK;
+            input.with_read(a, a + n * BLOCK, |w| block_sums(level, w, &mut sums))?;
+            fold(&mut self.acc, &sums);
+            self.next += n;
+        }
+        Ok(())
+    }
+
+    /// The hash of `input` (of the length given to [`Folder::new`]).
+    pub fn finish(mut self, input: &Bytes) -> Result<u64> {
+        let len = self.len;
+        if len <= MID_MAX || input.len() != len {
+            return xxh3_64_of(input, 1 << 20);
+        }
+        let full = block_count(len);
+        self.catch_up(full, input)?;
+        let from = (full * BLOCK).min(len - STRIPE);
+        let tail = input.read(from, len)?;
+        Ok(finish(self.acc, &tail[full * BLOCK - from..], &tail[tail.len() - STRIPE..], len))
+    }
+}
+
 /// Adds each block's sum to the accumulators and scrambles them, in order.
 fn fold(acc: &mut Acc, sums: &[Acc]) {
     let key: [u64; 8] = std::array::from_fn(|i| read64(&SECRET, SECRET.len() - STRIPE + 8 * i));
@@ -334,6 +389,33 @@ mod tests {
                     a = b;
                 }
                 assert_eq!(xxh3_64_with_sums(x, &mut sums, &have), xxhash_rust::xxh3::xxh3_64(x), "{len} by {cut}");
+            }
+        }
+    }
+
+    /// Pieces folded in order, with gaps between them, repeats and pieces too short to hold a
+    /// block, give the hash of the whole input.
+    #[test]
+    fn folder_agrees() {
+        let d = data(50_000);
+        for len in [0, 100, 241, 1024, 1025, 5000, 50_000] {
+            let x = &d[..len];
+            let whole = Bytes::from(x);
+            for (step, gap) in [(1000usize, 0usize), (3000, 700), (100, 50), (4096, 1)] {
+                let mut f = Folder::new(len);
+                let mut a = 0;
+                while a < len {
+                    let b = (a + step).min(len);
+                    let r = blocks_in(a, b, len);
+                    let mut sums = vec![[0u64; 8]; r.len()];
+                    piece_sums(&x[a..b], a, len, &mut sums);
+                    f.fold(r.start, &sums, &whole).unwrap();
+                    if a % 2 == 0 {
+                        f.fold(r.start, &sums, &whole).unwrap(); // again: no change
+                    }
+                    a = b + gap;
+                }
+                assert_eq!(f.finish(&whole).unwrap(), xxhash_rust::xxh3::xxh3_64(x), "{len} by {step} gap {gap}");
             }
         }
     }

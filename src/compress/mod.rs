@@ -22,7 +22,7 @@ use crate::error::{Error, Result};
 use crate::hash::xxh3_64;
 use crate::reference::Reference;
 use crate::source::{self, Source};
-use crate::{synth, work, Archive, DecodeOptions, Options};
+use crate::{hash, synth, work, Archive, DecodeOptions, Options};
 use choose::{chunk_elems, Chosen};
 use plan::Job;
 use rayon::prelude::*;
@@ -34,9 +34,14 @@ pub type ProgramOverride<'a> = &'a (dyn Fn(usize, &synth::TensorView) -> Option<
 /// One chunk to code: (tensor, byte start, byte end) within the tensor.
 type Work = (usize, usize, usize);
 
-/// One coded chunk: its payload and the checksum of its original bytes (None for programs
-/// that read no payload).
-type Coded = (Vec<u8>, Option<u64>);
+/// One coded chunk: its payload, the checksum of its original bytes (None for programs that
+/// read no payload), and the block sums of the whole file's checksum that its bytes hold (the
+/// first block's number and the sums; [`crate::hash::Folder`]).
+struct Coded {
+    payload: Vec<u8>,
+    checksum: Option<u64>,
+    sums: (usize, Vec<hash::BlockSum>),
+}
 
 /// Compresses `input` into `out` (from position 0) and returns the archive's length; `out` may
 /// hold stale bytes past it (a tensor recoded as `raw` is rewritten in place).
@@ -64,10 +69,11 @@ pub(crate) fn compress_source<W: Write + Seek>(
     lap(2);
     let work = chunk_list(&jobs, opts);
     let mut writer = Writer::start(out)?;
-    let (programs, chunks) = encode(&jobs, &chosen, &work, opts, &mut writer)?;
+    let (programs, chunks, folder) = encode(input, &jobs, &chosen, &work, opts, &mut writer)?;
     lap(3);
     let residue = residue(input, &jobs)?;
-    let index = index(input, &jobs, &chosen, programs, chunks, residue, refs, opts)?;
+    let original_hash = folder.finish(&input.all()?)?;
+    let index = index(input, original_hash, &jobs, &chosen, programs, chunks, residue, refs, opts)?;
     let len = writer.finish(&index)?;
     lap(4);
     Ok(len)
@@ -128,44 +134,54 @@ fn chunk_list(jobs: &[Job], opts: &Options) -> Vec<Work> {
     work
 }
 
-/// Codes one chunk with `program`.
-fn encode_chunk(j: &Job, program: &Node, (_, s, e): Work) -> Result<Coded> {
+/// Codes one chunk with `program` (of an input of `len` bytes).
+fn encode_chunk(j: &Job, program: &Node, (_, s, e): Work, len: u64) -> Result<Coded> {
     let mut payload = Vec::new();
     if !program.reads_payload() {
-        return Ok((payload, None));
+        return Ok(Coded { payload, checksum: None, sums: (0, Vec::new()) });
     }
     let ty = dsl::Ty::u(j.word_bits);
-    let (stream, checksum) =
-        j.bytes.with_read(s, e, |b| Ok::<_, Error>((dsl::Stream::from_le_bytes(ty, b)?, xxh3_64(b))))??;
+    let at = (j.offset + s as u64) as usize;
+    let blocks = hash::blocks_in(at, at + (e - s), len as usize);
+    let mut sums = vec![[0u64; 8]; blocks.len()];
+    let (stream, checksum) = j.bytes.with_read(s, e, |b| {
+        hash::piece_sums(b, at, len as usize, &mut sums);
+        Ok::<_, Error>((dsl::Stream::from_le_bytes(ty, b)?, xxh3_64(b)))
+    })??;
     let reference = match (&j.reference, program.uses_reference()) {
         (Some((_, rb)), true) => Some(dsl::Stream::from_le_bytes(ty, &rb.read(s, e)?)?),
         _ => None,
     };
     program.encode_at(&stream, &[], reference.as_ref(), (s / (j.word_bits / 8) as usize) as u64, &mut payload)?;
-    Ok((payload, Some(checksum)))
+    Ok(Coded { payload, checksum: Some(checksum), sums: (blocks.start, sums) })
 }
 
 /// Codes every chunk, a batch at a time, and writes them in index order. Returns each
-/// tensor's final program and chunk entries.
+/// tensor's final program and chunk entries, and the whole file's checksum as far as the chunks
+/// summed it (the rest of it is read by [`hash::Folder::finish`]).
 fn encode<W: Write + Seek>(
+    input: Source,
     jobs: &[Job],
     chosen: &[Chosen],
     work: &[Work],
     opts: &Options,
     writer: &mut Writer<W>,
-) -> Result<(Vec<Node>, Vec<Vec<ChunkEntry>>)> {
+) -> Result<(Vec<Node>, Vec<Vec<ChunkEntry>>, hash::Folder)> {
+    let (all, len) = (input.all()?, input.len());
+    let mut folder = hash::Folder::new(len as usize);
     let batch = work::batch(opts.chunk_bytes as u64, opts.memory_limit, rayon::current_num_threads());
     let mut programs: Vec<Node> = chosen.iter().map(|c| c.program.clone()).collect();
     let mut chunks: Vec<Vec<ChunkEntry>> = vec![Vec::new(); jobs.len()];
     let mut tensor_start = vec![writer.offset(); jobs.len()];
     let mut recoded = vec![false; jobs.len()];
-    let put = |writer: &mut Writer<W>, chunks: &mut Vec<ChunkEntry>, w: Work, c: Coded| -> Result<()> {
+    let put = |writer: &mut Writer<W>, folder: &mut hash::Folder, chunks: &mut Vec<ChunkEntry>, w: Work, c: Coded| {
         let elems = ((w.2 - w.1) / (jobs[w.0].word_bits / 8) as usize) as u64;
-        chunks.push(writer.put(&c.0, elems, c.1)?);
-        Ok(())
+        chunks.push(writer.put(&c.payload, elems, c.checksum)?);
+        folder.fold(c.sums.0, &c.sums.1, &all)
     };
     for part in work.chunks(batch) {
-        let coded: Vec<Result<Coded>> = part.par_iter().map(|&w| encode_chunk(&jobs[w.0], &programs[w.0], w)).collect();
+        let coded: Vec<Result<Coded>> =
+            part.par_iter().map(|&w| encode_chunk(&jobs[w.0], &programs[w.0], w, len)).collect();
         if let Some(p) = &opts.progress {
             let bytes: usize = part.iter().map(|w| w.2 - w.1).sum();
             p.fetch_add(bytes as u64, std::sync::atomic::Ordering::Relaxed);
@@ -179,7 +195,7 @@ fn encode<W: Write + Seek>(
                 tensor_start[i] = writer.offset();
             }
             match c {
-                Ok(c) => put(writer, &mut chunks[i], w, c)?,
+                Ok(c) => put(writer, &mut folder, &mut chunks[i], w, c)?,
                 // A chunk that the program chosen on a sample cannot code sends its whole tensor
                 // to `raw`: rewrite the tensor from its start.
                 Err(Error::Invalid(_)) if !chosen[i].fixed => {
@@ -190,9 +206,9 @@ fn encode<W: Write + Seek>(
                     let mine: Vec<Work> = work.iter().copied().filter(|x| x.0 == i).collect();
                     for again in mine.chunks(batch) {
                         let coded: Vec<Result<Coded>> =
-                            again.par_iter().map(|&x| encode_chunk(&jobs[i], &programs[i], x)).collect();
+                            again.par_iter().map(|&x| encode_chunk(&jobs[i], &programs[i], x, len)).collect();
                         for (&x, c) in again.iter().zip(coded) {
-                            put(writer, &mut chunks[i], x, c?)?;
+                            put(writer, &mut folder, &mut chunks[i], x, c?)?;
                         }
                     }
                 }
@@ -203,7 +219,7 @@ fn encode<W: Write + Seek>(
             }
         }
     }
-    Ok((programs, chunks))
+    Ok((programs, chunks, folder))
 }
 
 /// Every byte outside the jobs, in file order.
@@ -222,6 +238,7 @@ fn residue(input: Source, jobs: &[Job]) -> Result<Vec<u8>> {
 #[allow(clippy::too_many_arguments)]
 fn index(
     input: Source,
+    original_hash: u64,
     jobs: &[Job],
     chosen: &[Chosen],
     programs: Vec<Node>,
@@ -258,7 +275,7 @@ fn index(
     Ok(Index {
         version: container::VERSION,
         original_size: input.len(),
-        original_hash: input.all()?.xxh3_64(source::WINDOW)?,
+        original_hash,
         reference: refs.filter(|_| uses_ref).map(|r| r.identity()),
         chunk_bytes: opts.chunk_bytes as u64,
         residue,
