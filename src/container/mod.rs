@@ -471,7 +471,9 @@ pub fn decode_chunk(
             Ok(())
         })??;
     } else {
-        write_stream(&chunk_stream(archive, index, t, c, 0, refs)?, out)?;
+        if let Some(s) = chunk_stream(archive, index, t, c, 0, refs, Some(&mut *out))? {
+            write_stream(&s, out)?;
+        }
     }
     if tensor.chunks[c].checksum.is_some_and(|h| h != xxh3_64(out)) {
         return Err(Error::Checksum(format!("tensor {:?}, chunk {c}", tensor.name)));
@@ -479,6 +481,8 @@ pub fn decode_chunk(
     Ok(())
 }
 
+/// The decoded stream of chunk `c` of tensor `t`; or, with `into` and a program that can write
+/// its words straight into a buffer ([`Node::decode_root_into`]), None once written there.
 fn chunk_stream(
     archive: Source,
     index: &Index,
@@ -486,7 +490,8 @@ fn chunk_stream(
     c: usize,
     depth: usize,
     refs: Option<RefChunks>,
-) -> Result<Stream> {
+    into: Option<&mut [u8]>,
+) -> Result<Option<Stream>> {
     let tensor = &index.tensors[t];
     let chunk = &tensor.chunks[c];
     let elem_offset: u64 = tensor.chunks[..c].iter().map(|k| k.elems).sum();
@@ -504,7 +509,8 @@ fn chunk_stream(
         {
             return Err(Error::corrupt("copy: source tensor has a different layout"));
         }
-        let s = chunk_stream(archive, index, src, c, depth + 1, refs)?;
+        let s = chunk_stream(archive, index, src, c, depth + 1, refs, None)?
+            .ok_or_else(|| Error::corrupt("copy: source tensor not decoded"))?;
         // The source's own checksum covers the copy too.
         if let Some(h) = st.chunks[c].checksum {
             if xxh3_64(&s.to_le_bytes()) != h {
@@ -526,7 +532,14 @@ fn chunk_stream(
     let env = Env { elem_offset, copy: &copy, reference: reference.as_ref() };
     let mut r = ByteReader::new(&payload);
     let n = usize::try_from(chunk.elems).map_err(|_| Error::corrupt("chunk too large"))?;
-    let s = tensor.program.decode(Ty::u(tensor.word_bits), n, &mut r, &[], &env).map_err(|e| match e {
+    let ty = Ty::u(tensor.word_bits);
+    let s = match into {
+        Some(out) if tensor.program.decodes_into(ty, n, out.len()) => {
+            tensor.program.decode_root_into(ty, &mut r, &env, out).map(|()| None)
+        }
+        _ => tensor.program.decode(ty, n, &mut r, &[], &env).map(Some),
+    }
+    .map_err(|e| match e {
         Error::Corrupt(m) => Error::Corrupt(format!("tensor {:?}, chunk {c}: {m}", tensor.name)),
         e => e,
     })?;

@@ -482,6 +482,25 @@ impl Node {
         Ok(s)
     }
 
+    /// Whether [`Node::decode_root_into`] decodes this program's `n` words of type `ty` into a
+    /// buffer of `bytes` bytes (a `blocks` root: its words are bytes).
+    pub fn decodes_into(&self, ty: Ty, n: usize, bytes: usize) -> bool {
+        matches!(self.op, Op::Blocks(_)) && ty == Ty::u(8) && n == bytes
+    }
+
+    /// [`Node::decode`] of a root for which [`Node::decodes_into`] holds, its words written
+    /// straight into `out` (no stream of them is made).
+    pub fn decode_root_into(&self, ty: Ty, r: &mut ByteReader, env: &Env, out: &mut [u8]) -> Result<()> {
+        let n = out.len();
+        match &self.op {
+            Op::Blocks(b) if self.decodes_into(ty, n, out.len()) => {
+                let parts = self.decode_children(&b.child_types(ty)?, &b.child_lens(n, env.elem_offset), r, env)?;
+                b.inverse_into(env.elem_offset, &parts, out)
+            }
+            _ => Err(Error::invalid("decode_root_into: not a program that decodes into a buffer")),
+        }
+    }
+
     fn decode_children(&self, tys: &[Ty], lens: &[usize], r: &mut ByteReader, env: &Env) -> Result<Vec<Stream>> {
         if tys.len() != self.children.len() || lens.len() != tys.len() {
             return Err(Error::corrupt("program arity does not match the operator"));

@@ -417,20 +417,30 @@ impl Blocks {
     }
 
     pub fn inverse(&self, n: usize, offset: u64, parts: &[Stream]) -> Result<Stream> {
-        let b = self.layout.block_bytes;
+        let mut out = vec![0u8; n];
+        self.inverse_into(offset, parts, &mut out)?;
+        Ok(Stream { ty: Ty::u(8), data: Data::U8(out) })
+    }
+
+    /// [`Blocks::inverse`] into `out` (the chunk's `out.len()` bytes), every byte written.
+    pub fn inverse_into(&self, offset: u64, parts: &[Stream], out: &mut [u8]) -> Result<()> {
+        let (n, b) = (out.len(), self.layout.block_bytes);
         let lens = self.child_lens(n, offset);
         if parts.len() != lens.len() || parts.iter().zip(&lens).any(|(s, &l)| s.len() != l) {
             return Err(Error::corrupt("blocks: child streams of the wrong length"));
         }
         let (head, k) = self.split_at(n, offset);
-        let mut out = vec![0u8; n];
         let Data::U8(edge) = &parts[0].data else {
             return Err(Error::corrupt("blocks: edge bytes are not bytes"));
         };
         out[..head].copy_from_slice(&edge[..head]);
         out[head + k * b..].copy_from_slice(&edge[head..]);
         let body = &mut out[head..head + k * b];
-        // Every kernel masks the values to their field's bits.
+        // Every kernel masks the values to their field's bits; bit pieces are or-ed in, the
+        // other kinds assign whole bytes.
+        if self.layout.fields.iter().any(|f| matches!(f.kind, Kind::Pieces { .. })) {
+            body.fill(0);
+        }
         for (f, s) in self.layout.fields.iter().zip(&parts[1..]) {
             match &s.data {
                 Data::U8(v) => scatter(f, v, body, b),
@@ -439,7 +449,7 @@ impl Blocks {
                 Data::U64(v) => scatter(f, v, body, b),
             }
         }
-        Ok(Stream { ty: Ty::u(8), data: Data::U8(out) })
+        Ok(())
     }
 }
 
