@@ -1,7 +1,9 @@
 //! The lanes coder against rANS and Huffman on a realistic source: bf16 weights drawn from a
 //! normal distribution (sd 0.02, round-to-nearest-even from f32), symbol `(w >> 4) & 0x7FF`
 //! (8 exponent bits and the top 3 mantissa bits, the usual `fields(e8,m7,k3)` head), N = 2^19.
-//! Prints the block size of each coder first.
+//! Prints the block size of each coder first. The encoder runs at each level (`lanes_encode/*`,
+//! `lanes_encode_prev/*`, `lanes_encoded_len/*`, `lanes_back/encode_back384/*`): its state
+//! machine has an AVX-512 version, and is scalar below.
 //!
 //! Group `lanes_back`: a matrix of bf16 weights with rows of `W = 384` (an embedding), each
 //! column with its own scale (log-uniform over 2^-3..2^3 of sd 0.02, as outlier dimensions make)
@@ -106,7 +108,16 @@ fn bench_back(c: &mut Criterion) {
             b.iter(|| lanes::decode_at(level, &lprev, &mut out).unwrap())
         });
     }
-    g.bench_function("encode_back384", |b| b.iter(|| lanes_block(&syms, lanes::Ctx::Back(W as u32))));
+    for level in simd::available() {
+        let mut out = Vec::new();
+        g.bench_function(BenchmarkId::new("encode_back384", level.name()), |b| {
+            b.iter(|| {
+                out.clear();
+                lanes::encode_at(level, &syms, lanes::Ctx::Back(W as u32), &mut out).unwrap();
+            })
+        });
+        assert!(out == lback, "{level:?}");
+    }
     g.bench_function("rans_decode_back384", |b| {
         b.iter(|| {
             let mut out = Vec::with_capacity(N);
@@ -151,21 +162,26 @@ fn bench(c: &mut Criterion) {
             b.iter(|| lanes::decode_at(level, &lblock, &mut out).unwrap())
         });
     }
-    g.bench_function("lanes_encode", |b| {
-        b.iter(|| {
+    // The encoder at each level (its state machine is scalar below AVX-512): the whole `encode`,
+    // planning included, and `encoded_len` (the same without storing words).
+    for level in simd::available() {
+        for (name, ctx, block) in
+            [("lanes_encode", lanes::Ctx::None, &lblock), ("lanes_encode_prev", lanes::Ctx::Prev, &lprev)]
+        {
             let mut out = Vec::new();
-            lanes::encode(&syms, lanes::Ctx::None, &mut out).unwrap();
-            out
-        })
-    });
-    g.bench_function("lanes_encode_prev", |b| {
-        b.iter(|| {
-            let mut out = Vec::new();
-            lanes::encode(&syms, lanes::Ctx::Prev, &mut out).unwrap();
-            out
-        })
-    });
-    g.bench_function("lanes_encoded_len", |b| b.iter(|| lanes::encoded_len(&syms, lanes::Ctx::None).unwrap()));
+            lanes::encode_at(level, &syms, ctx, &mut out).unwrap();
+            assert!(&out == block, "{level:?}");
+            g.bench_function(BenchmarkId::new(name, level.name()), |b| {
+                b.iter(|| {
+                    out.clear();
+                    lanes::encode_at(level, &syms, ctx, &mut out).unwrap();
+                })
+            });
+        }
+        g.bench_function(BenchmarkId::new("lanes_encoded_len", level.name()), |b| {
+            b.iter(|| lanes::encoded_len_at(level, &syms, lanes::Ctx::None).unwrap())
+        });
+    }
     for (name, ctx, block) in [("none", rans::Ctx::None, &r0), ("back1", rans::Ctx::Back(1), &r1)] {
         g.bench_function(BenchmarkId::new("rans_decode", name), |b| {
             b.iter(|| {
