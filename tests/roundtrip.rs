@@ -806,3 +806,26 @@ proptest! {
         }
     }
 }
+
+/// A residue long enough to be compressed on its own while the chunks are coded (a header with
+/// 300 KB of metadata): the meta is then several zstd frames, read as one; the archive is the
+/// same whatever the thread count, and about as small as one frame would make it.
+#[test]
+fn long_residue_round_trips() {
+    let mut rng = Rng(12);
+    let words: Vec<String> = (0..30_000).map(|i| format!("tok{}_{}", i % 977, i % 13)).collect();
+    let text = words.join(" ");
+    let tensors = vec![tensor("w", "BF16", &[40_000], data_for("BF16", 40_000, &mut rng, true))];
+    let f = file(&tensors, Some(&[("tokenizer", text.as_str())]));
+    assert!(f.len() > 300_000);
+    let archive = round_trip(&f, &Options::default());
+    check_tensors(&archive, &f, &tensors);
+    for threads in [1, 2] {
+        assert!(
+            brevis::compress(&f, &Options { threads, ..Default::default() }).unwrap() == archive,
+            "threads {threads}"
+        );
+    }
+    // The text compresses as text: the archive is far smaller than the header.
+    assert!(archive.len() < 80_000 + 40_000 * 2, "{} bytes", archive.len());
+}

@@ -62,21 +62,28 @@ pub(crate) fn compress_source<W: Write + Seek>(
     };
     let jobs = plan::plan(input, refs, opts.memory_limit)?;
     let dup_of = choose::duplicates(&jobs)?;
-    lap(0);
-    let prior = choose::prior(&jobs, &dup_of, opts)?;
-    lap(1);
-    let chosen = choose::programs(&jobs, &dup_of, forced, prior, opts)?;
-    lap(2);
-    let work = chunk_list(&jobs, opts);
-    let mut writer = Writer::start(out)?;
-    let (programs, chunks, folder) = encode(input, &jobs, &chosen, &work, opts, &mut writer)?;
-    lap(3);
     let residue = residue(input, &jobs)?;
-    let original_hash = folder.finish(&input.all()?)?;
-    let index = index(input, original_hash, &jobs, &chosen, programs, chunks, residue, refs, opts)?;
-    let len = writer.finish(&index)?;
-    lap(4);
-    Ok(len)
+    lap(0);
+    // A long residue's frame is made on a thread of its own while the programs are chosen and
+    // the chunks coded (container::writer::ResidueFrame).
+    std::thread::scope(|scope| {
+        let early = (residue.len() >= container::writer::RESIDUE_FRAME_MIN)
+            .then(|| scope.spawn(|| container::writer::ResidueFrame::new(&residue)));
+        let prior = choose::prior(&jobs, &dup_of, opts)?;
+        lap(1);
+        let chosen = choose::programs(&jobs, &dup_of, forced, prior, opts)?;
+        lap(2);
+        let work = chunk_list(&jobs, opts);
+        let mut writer = Writer::start(out)?;
+        let (programs, chunks, folder) = encode(input, &jobs, &chosen, &work, opts, &mut writer)?;
+        lap(3);
+        let original_hash = folder.finish(&input.all()?)?;
+        let early = early.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).transpose()?;
+        let index = index(input, original_hash, &jobs, &chosen, programs, chunks, residue.clone(), refs, opts)?;
+        let len = writer.finish_with(&index, early.as_ref())?;
+        lap(4);
+        Ok(len)
+    })
 }
 
 /// [`compress_source`] into memory; imposed programs are then proven by decoding.

@@ -203,6 +203,18 @@ impl Index {
     }
 
     fn write(&self, out: &mut Vec<u8>) {
+        let (model, stored) = header_model::encode(&self.residue);
+        let (head, tail) = self.write_around(model, stored.len());
+        out.extend_from_slice(&head);
+        out.extend_from_slice(&stored);
+        out.extend_from_slice(&tail);
+    }
+
+    /// The serialized index without its stored residue: what comes before it (ending with the
+    /// residue's model and length) and what comes after it.
+    pub(crate) fn write_around(&self, model: u8, stored_len: usize) -> (Vec<u8>, Vec<u8>) {
+        let mut head = Vec::new();
+        let out = &mut head;
         put_varint(out, self.original_size);
         out.extend_from_slice(&self.original_hash.to_le_bytes());
         match &self.reference {
@@ -214,9 +226,10 @@ impl Index {
             }
         }
         put_varint(out, self.chunk_bytes);
-        let (model, stored) = header_model::encode(&self.residue);
         out.push(model);
-        put_bytes(out, &stored);
+        put_varint(out, stored_len as u64);
+        let mut tail = Vec::new();
+        let out = &mut tail;
         put_varint(out, self.tensors.len() as u64);
         for t in &self.tensors {
             if t.from_header {
@@ -248,6 +261,7 @@ impl Index {
             }
         }
         write_records(out, self.file_meta.as_ref());
+        (head, tail)
     }
 
     fn read(bytes: &[u8], version: u16, data_end: u64, memory_limit: u64) -> Result<Index> {

@@ -42,15 +42,59 @@ pub fn header() -> [u8; HEADER_LEN] {
     h
 }
 
+/// A residue of at least this many bytes (a GGUF header with its tokenizer, a very long
+/// safetensors header) is compressed on its own, while the chunks are coded
+/// ([`ResidueFrame`]).
+pub const RESIDUE_FRAME_MIN: usize = 256 << 10;
+
+/// The stored residue of an index compressed ahead of the rest of the meta: at the level of the
+/// meta frame, a MB of tokenizer strings takes the better part of a second, which a compressor
+/// spends while it codes the chunks instead of after them. The meta is then three zstd frames
+/// back to back (what comes before the stored residue, the residue, what comes after it): a
+/// zstd decoder reads concatenated frames as one stream, so readers see the same bytes.
+pub struct ResidueFrame {
+    /// The residue it was made from (its length and xxh3-64), so that a mismatch falls back to
+    /// one frame.
+    residue: (usize, u64),
+    model: u8,
+    stored_len: usize,
+    frame: Vec<u8>,
+}
+
+impl ResidueFrame {
+    pub fn new(residue: &[u8]) -> Result<ResidueFrame> {
+        let (model, stored) = super::header_model::encode(residue);
+        let frame = zstd::bulk::compress(&stored, META_LEVEL)?;
+        Ok(ResidueFrame { residue: (residue.len(), xxh3_64(residue)), model, stored_len: stored.len(), frame })
+    }
+}
+
 /// What follows the payloads: the meta frame (index and residue) and the footer.
 pub fn meta_and_footer(index: &Index) -> Result<Vec<u8>> {
-    let mut meta_raw = Vec::new();
-    index.write(&mut meta_raw);
-    let mut out = meta_frame(&meta_raw)?;
+    meta_and_footer_with(index, None)
+}
+
+/// [`meta_and_footer`], with the residue's frame made ahead when given (and made from this
+/// index's residue).
+pub fn meta_and_footer_with(index: &Index, early: Option<&ResidueFrame>) -> Result<Vec<u8>> {
+    let (mut out, meta_raw_len) = match early {
+        Some(rf) if rf.residue == (index.residue.len(), xxh3_64(&index.residue)) => {
+            let (head, tail) = index.write_around(rf.model, rf.stored_len);
+            let mut out = meta_frame(&head)?;
+            out.extend_from_slice(&rf.frame);
+            out.extend_from_slice(&meta_frame(&tail)?);
+            (out, head.len() + rf.stored_len + tail.len())
+        }
+        _ => {
+            let mut meta_raw = Vec::new();
+            index.write(&mut meta_raw);
+            (meta_frame(&meta_raw)?, meta_raw.len())
+        }
+    };
     let meta_len = out.len() as u64;
     let meta_hash = xxh3_64(&out);
     out.extend_from_slice(&meta_len.to_le_bytes());
-    out.extend_from_slice(&(meta_raw.len() as u64).to_le_bytes());
+    out.extend_from_slice(&(meta_raw_len as u64).to_le_bytes());
     out.extend_from_slice(&meta_hash.to_le_bytes());
     out.extend_from_slice(&END_MAGIC);
     Ok(out)
@@ -129,7 +173,12 @@ impl<'w, W: Write + Seek> Writer<'w, W> {
     /// Writes the meta frame and the footer; returns the archive's length (the output may hold
     /// stale bytes past it after a rewind).
     pub fn finish(self, index: &Index) -> Result<u64> {
-        let tail = meta_and_footer(index)?;
+        self.finish_with(index, None)
+    }
+
+    /// [`Writer::finish`] with the residue's frame made ahead ([`ResidueFrame`]).
+    pub fn finish_with(self, index: &Index, early: Option<&ResidueFrame>) -> Result<u64> {
+        let tail = meta_and_footer_with(index, early)?;
         self.out.write_all(&tail).map_err(write_error)?;
         self.out.flush().map_err(write_error)?;
         Ok(self.offset + tail.len() as u64)
