@@ -1,5 +1,6 @@
 //! The field kernels of the decoder at every CPU level this machine has: bit unpacking into bytes
-//! and 16-bit words, the `fields` merge of bf16 words, and the two-byte-plane merge.
+//! and 16-bit words, the `fields` merge of bf16 words, and the two-byte-plane merge; and the
+//! XXH3-64 checksum of a 1 MiB chunk (`brevis::hash`) against xxhash-rust's.
 
 use brevis::coder::pack;
 use brevis::simd::{self, Level};
@@ -49,15 +50,27 @@ fn bench(c: &mut Criterion) {
     let hi: Vec<u8> = w.iter().map(|&v| (v >> 8) as u8).collect();
     let lo: Vec<u8> = w.iter().map(|&v| v as u8).collect();
     for &l in &levels {
+        // Checked once here: a filtered run does not call the benched closures.
         let mut out = vec![0u16; N];
+        simd::merge_fields16_at(l, &head, &sign, &low, 5, &mut out);
+        assert!(out == w);
+        out.fill(0);
+        simd::merge_planes16_at(l, &hi, &lo, 8, &mut out);
+        assert!(out == w);
         g.bench_function(BenchmarkId::new("merge_fields16", l.name()), |b| {
             b.iter(|| simd::merge_fields16_at(l, &head, &sign, &low, 5, &mut out))
         });
-        assert!(out == w);
         g.bench_function(BenchmarkId::new("merge_planes16", l.name()), |b| {
             b.iter(|| simd::merge_planes16_at(l, &hi, &lo, 8, &mut out))
         });
-        assert!(out == w);
+    }
+    // Chunk checksums: 1 MiB, in cache.
+    let bytes: Vec<u8> = w.iter().flat_map(|v| v.to_le_bytes()).take(N).collect();
+    g.throughput(Throughput::Bytes(N as u64));
+    g.bench_function("xxh3_64/xxhash-rust", |b| b.iter(|| xxhash_rust::xxh3::xxh3_64(&bytes)));
+    for &l in &levels {
+        assert_eq!(brevis::hash::xxh3_64_at(l, &bytes), xxhash_rust::xxh3::xxh3_64(&bytes));
+        g.bench_function(BenchmarkId::new("xxh3_64", l.name()), |b| b.iter(|| brevis::hash::xxh3_64_at(l, &bytes)));
     }
     g.finish();
 }
