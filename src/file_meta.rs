@@ -108,11 +108,21 @@ impl OutputAttrs {
         Ok(())
     }
 
-    /// The permissions to create the output's temporary file with (the umask then applies).
-    #[cfg(unix)]
-    pub fn permissions(&self) -> std::fs::Permissions {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::Permissions::from_mode(self.mode)
+    /// The output's temporary file: `.brevis-*.tmp` in `out`'s folder (so that renaming it over
+    /// `out` is atomic), created with these permission bits (the umask then applies).
+    pub fn temp_file_beside(&self, out: &std::path::Path) -> std::io::Result<tempfile::NamedTempFile> {
+        let dir = match out.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => std::path::Path::new("."),
+        };
+        let mut b = tempfile::Builder::new();
+        b.prefix(".brevis-").suffix(".tmp");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            b.permissions(std::fs::Permissions::from_mode(self.mode));
+        }
+        b.tempfile_in(dir).map_err(|e| std::io::Error::new(e.kind(), format!("in {}: {e}", dir.display())))
     }
 }
 

@@ -84,10 +84,10 @@ pub fn xxh3_64_of(bytes: &Bytes, window: usize) -> Result<u64> {
         return Ok(xxhash_rust::xxh3::xxh3_64(&bytes.read_all()?));
     }
     let level = crate::simd::level();
-    let full = (len - 1) / BLOCK;
+    let full = block_count(len);
     let step = window.max(BLOCK) / BLOCK * BLOCK;
     let starts: Vec<usize> = (0..full * BLOCK).step_by(step).collect();
-    let mut acc = INIT;
+    let mut folder = Folder::new(len);
     for group in starts.chunks(4 * rayon::current_num_threads()) {
         let sums = group
             .par_iter()
@@ -98,15 +98,11 @@ pub fn xxh3_64_of(bytes: &Bytes, window: usize) -> Result<u64> {
                 Ok(s)
             })
             .collect::<Result<Vec<_>>>()?;
-        for s in &sums {
-            fold(&mut acc, s);
+        for (&a, s) in group.iter().zip(&sums) {
+            folder.fold(a / BLOCK, s, bytes)?;
         }
     }
-    // The rest: the last (partial or whole) block and the 64 bytes that end the input, which
-    // may reach back into the block before it.
-    let from = (full * BLOCK).min(len - STRIPE);
-    let tail = bytes.read(from, len)?;
-    Ok(finish(acc, &tail[full * BLOCK - from..], &tail[tail.len() - STRIPE..], len))
+    folder.finish(bytes)
 }
 
 /// The sum of one block's stripe terms (see the module's doc).
@@ -207,6 +203,8 @@ impl Folder {
         }
         let full = block_count(len);
         self.catch_up(full, input)?;
+        // The last (partial or whole) block and the 64 bytes that end the input, which may
+        // reach back into the block before it.
         let from = (full * BLOCK).min(len - STRIPE);
         let tail = input.read(from, len)?;
         Ok(finish(self.acc, &tail[full * BLOCK - from..], &tail[tail.len() - STRIPE..], len))

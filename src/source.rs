@@ -152,20 +152,24 @@ impl<'a> Bytes<'a> {
         Bytes { src: self.src, start: self.start + a as u64, len: b - a }
     }
 
-    /// Reads bytes `[a, b)` of this range.
-    pub fn read(&self, a: usize, b: usize) -> Result<Cow<'a, [u8]>> {
+    /// An error unless `[a, b)` is within this range.
+    fn check(&self, a: usize, b: usize) -> Result<()> {
         if a > b || b > self.len {
             return Err(Error::invalid(format!("byte range {a}..{b} outside a range of {}", self.len)));
         }
+        Ok(())
+    }
+
+    /// Reads bytes `[a, b)` of this range.
+    pub fn read(&self, a: usize, b: usize) -> Result<Cow<'a, [u8]>> {
+        self.check(a, b)?;
         self.src.read(self.start + a as u64, b - a)
     }
 
     /// Calls `f` with bytes `[a, b)` of this range, read into a per-thread buffer when they
     /// are not in memory ([`Source::with_read`]).
     pub fn with_read<R>(&self, a: usize, b: usize, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
-        if a > b || b > self.len {
-            return Err(Error::invalid(format!("byte range {a}..{b} outside a range of {}", self.len)));
-        }
+        self.check(a, b)?;
         self.src.with_read(self.start + a as u64, b - a, f)
     }
 

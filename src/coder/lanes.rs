@@ -1215,10 +1215,7 @@ fn run_encoder<const STORE: bool>(level: Level, symbols: &[u16], model: &Model, 
 /// into the words, `x >>= 16` under the mask, then `x + cum + q * cmpl` with the quotient from
 /// `vpmuludq` on even and odd lanes. The chain of each lane (compare, shift, multiply, multiply)
 /// bounds the speed, not the instruction count.
-// The AVX-512 intrinsics are stable since Rust 1.89 (as the decoder's VL refills need too);
-// `rust-version` still says 1.80.
 #[cfg(target_arch = "x86_64")]
-#[clippy::msrv = "1.89"]
 mod enc_avx512 {
     use super::{EncSym, LANES};
     use std::arch::x86_64::*;

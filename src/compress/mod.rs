@@ -66,7 +66,7 @@ pub(crate) fn compress_source<W: Write + Seek>(
     lap(0);
     // A long residue's frame is made on a thread of its own while the programs are chosen and
     // the chunks coded (container::writer::ResidueFrame).
-    std::thread::scope(|scope| {
+    let (chosen, programs, chunks, folder, writer, early) = std::thread::scope(|scope| {
         let early = (residue.len() >= container::writer::RESIDUE_FRAME_MIN)
             .then(|| scope.spawn(|| container::writer::ResidueFrame::new(&residue)));
         let prior = choose::prior(&jobs, &dup_of, opts)?;
@@ -77,13 +77,14 @@ pub(crate) fn compress_source<W: Write + Seek>(
         let mut writer = Writer::start(out)?;
         let (programs, chunks, folder) = encode(input, &jobs, &chosen, &work, opts, &mut writer)?;
         lap(3);
-        let original_hash = folder.finish(&input.all()?)?;
         let early = early.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).transpose()?;
-        let index = index(input, original_hash, &jobs, &chosen, programs, chunks, residue.clone(), refs, opts)?;
-        let len = writer.finish_with(&index, early.as_ref())?;
-        lap(4);
-        Ok(len)
-    })
+        Ok::<_, Error>((chosen, programs, chunks, folder, writer, early))
+    })?;
+    let original_hash = folder.finish(&input.all()?)?;
+    let index = index(input, original_hash, &jobs, &chosen, programs, chunks, residue, refs, opts)?;
+    let len = writer.finish_with(&index, early.as_ref())?;
+    lap(4);
+    Ok(len)
 }
 
 /// [`compress_source`] into memory; imposed programs are then proven by decoding.

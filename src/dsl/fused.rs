@@ -236,19 +236,19 @@ fn merge_planes(
     let n = out.len();
     leaf(&kids[0], Ty::u(8), r.bytes()?, n, head)?;
     let low = Part::read(&kids[1], 8, n, r, buf)?;
-    if let Part::Packed(b) = low {
-        // Raw low bytes are the plane itself.
-        for ((o, &h), &m) in out.iter_mut().zip(&head[..n]).zip(b) {
-            *o = h << 8 | m as u16;
-        }
-        return Ok(());
-    }
     let mut m = [0u8; BLOCK];
     for start in (0..n).step_by(BLOCK) {
         let b = BLOCK.min(n - start);
-        low.unpack(8, start, &mut m[..b]);
-        for ((o, &h), &m) in out[start..start + b].iter_mut().zip(&head[start..start + b]).zip(&m[..b]) {
-            *o = h << 8 | m as u16;
+        // Raw low bytes are the plane itself; other parts are unpacked a block at a time.
+        let lo = match low {
+            Part::Packed(p) => &p[start..start + b],
+            _ => {
+                low.unpack(8, start, &mut m[..b]);
+                &m[..b]
+            }
+        };
+        for ((o, &h), &l) in out[start..start + b].iter_mut().zip(&head[start..start + b]).zip(lo) {
+            *o = h << 8 | l as u16;
         }
     }
     Ok(())

@@ -287,15 +287,7 @@ fn write_atomic(
     attrs: &OutputAttrs,
     write: impl FnOnce(&mut File) -> Result<(), Status>,
 ) -> Result<(), Status> {
-    let dir = match out.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let mut b = tempfile::Builder::new();
-    b.prefix(".brevis-").suffix(".tmp");
-    #[cfg(unix)]
-    b.permissions(attrs.permissions());
-    let mut tmp = b.tempfile_in(&dir).map_err(|_| BREVIS_ERROR_IO)?;
+    let mut tmp = attrs.temp_file_beside(out).map_err(|_| BREVIS_ERROR_IO)?;
     write(tmp.as_file_mut())?;
     attrs.apply(tmp.as_file()).map_err(|_| BREVIS_ERROR_IO)?;
     tmp.as_file().sync_all().map_err(|_| BREVIS_ERROR_IO)?;

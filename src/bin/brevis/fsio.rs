@@ -34,16 +34,7 @@ pub fn write_atomic_with(
     attrs: &OutputAttrs,
     fill: impl FnOnce(&mut std::fs::File) -> Result<(), String>,
 ) -> Result<(), String> {
-    let dir = match out.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let mut b = tempfile::Builder::new();
-    b.prefix(".brevis-").suffix(".tmp");
-    #[cfg(unix)]
-    b.permissions(attrs.permissions());
-    let mut tmp =
-        b.tempfile_in(&dir).map_err(|e| format!("cannot create a temporary file in {}: {e}", dir.display()))?;
+    let mut tmp = attrs.temp_file_beside(out).map_err(|e| format!("cannot create a temporary file {e}"))?;
     *PENDING.lock().unwrap() = Some(tmp.path().to_path_buf());
     let res = (|| {
         fill(tmp.as_file_mut())?;
