@@ -139,7 +139,7 @@ impl Node {
             Op::Repeat(_) => Repeat::ID,
             Op::View(_) => View::ID,
             Op::Ref(r) => r.id(),
-            Op::Blocks(_) => Blocks::ID,
+            Op::Blocks(b) => b.id(),
         }
     }
 
@@ -241,7 +241,7 @@ impl Node {
             Concat::ID => Op::Concat(Concat::read(r)?),
             Repeat::ID => Op::Repeat(Repeat::read(r)?),
             View::ID => Op::View(View::read(r)?),
-            Blocks::ID => Op::Blocks(Blocks::read(r)?),
+            Blocks::ID | Blocks::PACKED_ID => Op::Blocks(Blocks::read(id, r)?),
             RefOp::XOR_ID => Op::Ref(RefOp::Xor),
             RefOp::SUB_ID => Op::Ref(RefOp::Sub),
             RefOp::COPY_ID => Op::Ref(RefOp::Copy),

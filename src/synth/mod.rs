@@ -413,6 +413,14 @@ fn choose_traced(t: &TensorView, opts: &SearchOptions) -> Result<(Choice, Vec<(u
             .collect();
         found.extend(twins);
     }
+    // The packed twin of a block split competes too: on the screen, the table of a byte
+    // alphabet weighs more than it does on a whole chunk.
+    let twins: Vec<search::Found> = found
+        .iter()
+        .filter_map(|f| packed_twin(&f.program).map(|program| search::Found { program, exact: false, ..f.clone() }))
+        .filter(|t| found.iter().all(|f| f.program != t.program))
+        .collect();
+    found.extend(twins);
     // Exact sizes on the full sample (already exact when the screen is the whole sample).
     let mut ranked: Vec<(usize, usize)> = if sample.len() > screen.len() || found.iter().any(|f| !f.exact) {
         if let Some(st) = &opts.stats {
@@ -499,6 +507,24 @@ fn fast_twin(p: &Node) -> Option<Node> {
     }
     let children = kids.into_iter().zip(&p.children).map(|(k, c)| k.unwrap_or_else(|| c.clone())).collect();
     Some(Node::new(p.op.clone(), children))
+}
+
+/// `blocks(t, packed)` in place of a `blocks(t)` root: the fields the two layouts share keep
+/// their programs, and each byte field of packed quants gets the order-0 form of the quants'
+/// leaf (`lanes`, `rans`, `huffman`; `raw` and `zstd` stay; anything else becomes `lanes`).
+fn packed_twin(p: &Node) -> Option<Node> {
+    use crate::dsl::ops::blocks::Blocks;
+    let Op::Blocks(b) = &p.op else { return None };
+    let packed = Blocks::packed(b.ggml).filter(|_| !b.packed)?;
+    let quants = p.children.last()?;
+    let order0 = match &quants.op {
+        Op::Lanes(_) => lanes(),
+        Op::Rans(_) => rans(),
+        Op::Huffman(_) | Op::Raw(_) | Op::Zstd(_) => Node::leaf(quants.op.clone()),
+        _ => lanes(),
+    };
+    let children = packed.shared_fields(b).into_iter().map(|j| j.map_or_else(|| order0.clone(), |j| p.children[j].clone()));
+    Some(Node::new(Op::Blocks(packed), children.collect()))
 }
 
 /// What decoding `program` over `sample` costs, in bytes (see `SearchOptions::decode_weight`).

@@ -5,6 +5,13 @@
 //! Q5_K / Q6_K joined to their low bits), in element order. Q8_K's `bsums` are a field of
 //! their own. Layouts: ggml's `ggml-common.h`.
 //!
+//! `blocks(t, packed)` (id 0x21) splits the same blocks with the quants left packed: each run of
+//! bytes that holds quants (the nibble bytes `qs`, the high-bit bytes `qh`, K-quants' `ql`/`hmask`)
+//! is a u8 field as stored, one child value per byte, while the scales are split as in
+//! `blocks(t)`. Half as many symbols for 4-bit quants, and a byte alphabet that holds the two
+//! nibbles' joint statistics: the search weighs one split against the other. The types whose
+//! quants are whole bytes already (Q8_0, Q8_1, Q8_K) have no packed form.
+//!
 //! A chunk need not start or end on a block boundary: the stream's first byte is byte
 //! `elem_offset` of the tensor, so the bytes before the first whole block and after the last
 //! one (fewer than a block each) go to child 0 (the *edge* bytes, u8), then come the fields of
@@ -330,34 +337,106 @@ pub fn layout(id: u32) -> Option<Layout> {
     Some(Layout { block_bytes, fields })
 }
 
+/// `count` bytes at `off`, one u8 value each.
+fn bytes(off: usize, count: usize) -> Field {
+    field(8, count, |e| vec![p(off + e, 0, 8, 0)])
+}
+
+/// The layout of ggml type `id` with its quants left packed (`blocks(t, packed)`), when it
+/// has one: the scale fields of [`layout`], then the bytes that hold the quants.
+pub fn packed_layout(id: u32) -> Option<Layout> {
+    let h = |off| scalars(off, 2, 1);
+    let (block_bytes, fields) = match id {
+        2 | 20 => (18, vec![h(0), bytes(2, 16)]),
+        3 => (20, vec![h(0), h(2), bytes(4, 16)]),
+        6 => (22, vec![h(0), bytes(2, 4), bytes(6, 16)]),
+        7 => (24, vec![h(0), h(2), bytes(4, 4), bytes(8, 16)]),
+        10 => {
+            let mut f = layout(10)?.fields;
+            f[4] = bytes(16, 64);
+            (84, f)
+        }
+        11 => {
+            let mut f = layout(11)?.fields;
+            f[2] = bytes(32, 64);
+            f.push(bytes(0, 32));
+            (110, f)
+        }
+        12 => {
+            let mut f = layout(12)?.fields;
+            f[4] = bytes(16, 128);
+            (144, f)
+        }
+        13 => {
+            let mut f = layout(13)?.fields;
+            f[4] = bytes(16, 32);
+            f.push(bytes(48, 128));
+            (176, f)
+        }
+        14 => (210, vec![h(208), bytes(192, 16), bytes(0, 128), bytes(128, 64)]),
+        35 => (66, vec![h(64), bytes(0, 64)]),
+        39 => (17, vec![bytes(0, 1), bytes(1, 16)]),
+        _ => return None,
+    };
+    Some(Layout { block_bytes, fields })
+}
+
 /// The ggml type ids `blocks` splits.
 pub const TYPES: [u32; 15] = [2, 3, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 20, 35, 39];
+
+/// The ggml type ids that also have a packed form.
+pub const PACKED_TYPES: [u32; 12] = [2, 3, 6, 7, 10, 11, 12, 13, 14, 20, 35, 39];
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Blocks {
     /// The GGUF type id of the blocks.
     pub ggml: u32,
+    /// Quants left in the bytes that pack them (`blocks(t, packed)`).
+    pub packed: bool,
     layout: Layout,
 }
 
 impl Blocks {
     pub const ID: u8 = 0x20;
+    pub const PACKED_ID: u8 = 0x21;
 
     /// `blocks` for ggml type `id`, when its layout is known.
     pub fn new(id: u32) -> Option<Blocks> {
-        layout(id).map(|layout| Blocks { ggml: id, layout })
+        layout(id).map(|layout| Blocks { ggml: id, packed: false, layout })
     }
 
-    pub fn read(r: &mut ByteReader) -> Result<Self> {
+    /// `blocks(t, packed)` for ggml type `id`, when it has a packed form.
+    pub fn packed(id: u32) -> Option<Blocks> {
+        packed_layout(id).map(|layout| Blocks { ggml: id, packed: true, layout })
+    }
+
+    pub fn id(&self) -> u8 {
+        if self.packed {
+            Self::PACKED_ID
+        } else {
+            Self::ID
+        }
+    }
+
+    /// The operator of id `op_id` (`ID` or `PACKED_ID`), its block type read from `r`.
+    pub fn read(op_id: u8, r: &mut ByteReader) -> Result<Self> {
         let id = r.varint()?;
+        let make = if op_id == Self::PACKED_ID { Blocks::packed } else { Blocks::new };
         u32::try_from(id)
             .ok()
-            .and_then(Blocks::new)
+            .and_then(make)
             .ok_or_else(|| Error::Unsupported(format!("blocks: unknown block type {id}")))
     }
 
     pub fn write(&self, out: &mut Vec<u8>) {
         put_varint(out, self.ggml as u64);
+    }
+
+    /// For each child of this split (the edge bytes, then the fields), the index of the child
+    /// of `other` (a split of the same type) that holds the same values, if any.
+    pub fn shared_fields(&self, other: &Blocks) -> Vec<Option<usize>> {
+        let same = |f: &Field| other.layout.fields.iter().position(|g| g == f).map(|j| j + 1);
+        std::iter::once(Some(0)).chain(self.layout.fields.iter().map(same)).collect()
     }
 
     pub fn block_bytes(&self) -> usize {
@@ -455,9 +534,10 @@ impl Blocks {
 
 impl std::fmt::Display for Blocks {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let packed = if self.packed { ", packed" } else { "" };
         match crate::tensor::gguf::ggml_type(self.ggml) {
-            Some(t) => write!(f, "blocks({})", t.name),
-            None => write!(f, "blocks(#{})", self.ggml),
+            Some(t) => write!(f, "blocks({}{packed})", t.name),
+            None => write!(f, "blocks(#{}{packed})", self.ggml),
         }
     }
 }
@@ -468,10 +548,15 @@ mod tests {
 
     /// Every bit of a block belongs to exactly one piece of one value, and the block sizes
     /// agree with the GGUF type table.
+    /// Every layout, plain and packed.
+    fn all_layouts() -> impl Iterator<Item = (u32, Layout)> {
+        TYPES.into_iter().map(|id| (id, layout(id).unwrap())).chain(PACKED_TYPES.into_iter().map(|id| (id, packed_layout(id).unwrap())))
+    }
+
     #[test]
     fn layouts_cover_every_bit_once() {
-        for id in TYPES {
-            let l = layout(id).unwrap();
+        assert!(TYPES.iter().all(|&id| packed_layout(id).is_some() == PACKED_TYPES.contains(&id)));
+        for (id, l) in all_layouts() {
             let t = crate::tensor::gguf::ggml_type(id).unwrap();
             assert_eq!(l.block_bytes as u64, t.block_bytes, "{}", t.name);
             let mut seen = vec![0u8; l.block_bytes * 8];
@@ -506,8 +591,7 @@ mod tests {
     /// The byte and nibble kernels move the same bits as the pieces say.
     #[test]
     fn kernels_agree_with_pieces() {
-        for id in TYPES {
-            let l = layout(id).unwrap();
+        for (id, l) in all_layouts() {
             let b = l.block_bytes;
             let body: Vec<u8> = (0..4 * b).map(|i| (i as u32).wrapping_mul(2654435761).rotate_left(7) as u8).collect();
             for f in &l.fields {
@@ -520,8 +604,9 @@ mod tests {
 
     #[test]
     fn round_trip_at_any_phase() {
-        for id in TYPES {
-            let op = Blocks::new(id).unwrap();
+        for op in TYPES.into_iter().map(Blocks::new).chain(PACKED_TYPES.into_iter().map(Blocks::packed)) {
+            let op = op.unwrap();
+            let id = op.ggml;
             let b = op.block_bytes();
             let mut s = 0x9E37_79B9_7F4A_7C15u64;
             let bytes: Vec<u8> = (0..3 * b + 7)
