@@ -1,5 +1,6 @@
-//! Residue model (format version 2): the safetensors header with predictable `data_offsets`
-//! elided.
+//! Residue models: verbatim; (format version 2) the safetensors header with predictable
+//! `data_offsets` elided, below; (format version 6) a GGUF header with its strings gathered
+//! (`gguf_residue`).
 //!
 //! A tensor's `"data_offsets":[a,b]` in the JSON header is implied when its entry gives the
 //! `dtype` and `shape` before the offsets and the tensor starts where the previous entry ended:
@@ -17,6 +18,8 @@ use crate::tensor::DType;
 pub const VERBATIM: u8 = 0;
 /// The leading safetensors header with predictable `data_offsets` elided.
 pub const ELIDED_OFFSETS: u8 = 1;
+/// A leading GGUF header with its strings gathered (format version 6; `gguf_residue`).
+pub const GGUF_STRINGS: u8 = 2;
 
 const DTYPE_KEY: &[u8] = b"\"dtype\"";
 const SHAPE_KEY: &[u8] = b"\"shape\"";
@@ -29,6 +32,16 @@ pub fn encode(residue: &[u8]) -> (u8, Vec<u8>) {
             return (ELIDED_OFFSETS, stored);
         }
     }
+    // Kept when zstd's fastest level finds it smaller too (an odd vocabulary may compress
+    // better with its lengths in line).
+    if let Some(stored) = super::gguf_residue::split(residue) {
+        let probe = |b: &[u8]| zstd::bulk::compress(b, 1).map_or(usize::MAX, |z| z.len());
+        if super::gguf_residue::join(&stored, residue.len() as u64).ok().as_deref() == Some(residue)
+            && probe(&stored) < probe(residue)
+        {
+            return (GGUF_STRINGS, stored);
+        }
+    }
     (VERBATIM, residue.to_vec())
 }
 
@@ -37,6 +50,7 @@ pub fn decode(model: u8, stored: &[u8], limit: u64) -> Result<Vec<u8>> {
     match model {
         VERBATIM => Ok(stored.to_vec()),
         ELIDED_OFFSETS => expand(stored, limit),
+        GGUF_STRINGS => super::gguf_residue::join(stored, limit),
         m => Err(Error::corrupt(format!("unknown residue model {m}"))),
     }
 }

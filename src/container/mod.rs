@@ -13,6 +13,7 @@ use crate::file_meta::FileMeta;
 use crate::hash::xxh3_64;
 use crate::source::Source;
 
+mod gguf_residue;
 pub mod header_model;
 pub mod writer;
 
@@ -22,7 +23,7 @@ pub use writer::{header, is_write_error, meta_and_footer, write_archive, WriteEr
 pub const MAGIC: [u8; 8] = *b"\x89BRV\r\n\x1a\n";
 pub const END_MAGIC: [u8; 8] = *b"BRVINDEX";
 /// Format version written by this build.
-pub const VERSION: u16 = 5;
+pub const VERSION: u16 = 6;
 /// Oldest format version this build reads.
 pub const MIN_VERSION: u16 = 1;
 pub const HEADER_LEN: usize = 16;

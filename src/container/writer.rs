@@ -47,6 +47,11 @@ pub fn header() -> [u8; HEADER_LEN] {
 /// ([`ResidueFrame`]).
 pub const RESIDUE_FRAME_MIN: usize = 256 << 10;
 
+/// The zstd level of a long GGUF header's frame once its strings are gathered (residue model
+/// 2): below the meta's, since level 19 spends half as long again on a MB of tokenizer
+/// strings for 0.4% of their size.
+const GATHERED_LEVEL: i32 = 17;
+
 /// The stored residue of an index compressed ahead of the rest of the meta: at the level of the
 /// meta frame, a MB of tokenizer strings takes the better part of a second, which a compressor
 /// spends while it codes the chunks instead of after them. The meta is then three zstd frames
@@ -64,7 +69,8 @@ pub struct ResidueFrame {
 impl ResidueFrame {
     pub fn new(residue: &[u8]) -> Result<ResidueFrame> {
         let (model, stored) = super::header_model::encode(residue);
-        let frame = zstd::bulk::compress(&stored, META_LEVEL)?;
+        let level = if model == super::header_model::GGUF_STRINGS { GATHERED_LEVEL } else { META_LEVEL };
+        let frame = zstd::bulk::compress(&stored, level)?;
         Ok(ResidueFrame { residue: (residue.len(), xxh3_64(residue)), model, stored_len: stored.len(), frame })
     }
 }

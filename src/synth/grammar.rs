@@ -191,9 +191,6 @@ pub fn productions(t: &TensorCtx, hole: &HoleView) -> Vec<Production> {
         }
         if let Some(b) = &t.blocks {
             push(Op::Blocks(b.clone()));
-            if let Some(packed) = Blocks::packed(b.ggml) {
-                push(Op::Blocks(packed));
-            }
         }
     }
     let under = hole.parent_label;

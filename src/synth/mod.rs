@@ -509,21 +509,45 @@ fn fast_twin(p: &Node) -> Option<Node> {
     Some(Node::new(p.op.clone(), children))
 }
 
-/// `blocks(t, packed)` in place of a `blocks(t)` root: the fields the two layouts share keep
-/// their programs, and each byte field of packed quants gets the order-0 form of the quants'
-/// leaf (`lanes`, `rans`, `huffman`; `raw` and `zstd` stay; anything else becomes `lanes`).
+/// `blocks(t, packed)` in place of a `blocks(t)` root (the search itself only splits blocks
+/// whole): the fields the two layouts share keep their programs, and each byte field of packed
+/// quants gets the quants' leaf: a context of the row above with its distance scaled to bytes
+/// (`lanes(back 384)` over 4-bit quants is `lanes(back 192)` over their bytes), else without a
+/// context (a byte holds two neighbouring quants already, and a byte alphabet's context tables
+/// are costly to plan); a quants program that is not a leaf becomes `lanes`.
 fn packed_twin(p: &Node) -> Option<Node> {
+    use crate::coder::lanes::{Ctx, LANES, MAX_BACK};
     use crate::dsl::ops::blocks::Blocks;
+    use crate::dsl::ops::entropy::{LeafCtx, Rans};
+    use crate::dsl::ops::lanes::{Lanes, LanesCtx};
     let Op::Blocks(b) = &p.op else { return None };
     let packed = Blocks::packed(b.ggml).filter(|_| !b.packed)?;
     let quants = p.children.last()?;
-    let order0 = match &quants.op {
-        Op::Lanes(_) => lanes(),
-        Op::Rans(_) => rans(),
-        Op::Huffman(_) | Op::Raw(_) | Op::Zstd(_) => Node::leaf(quants.op.clone()),
-        _ => lanes(),
+    let per_block = *b.field_counts().last()?;
+    let leaf = |count: usize| -> Node {
+        // Distance `d` in quants is `d * count / per_block` in this field's values.
+        let scaled = |d: u64| (d * count as u64 % per_block as u64 == 0).then(|| d * count as u64 / per_block as u64);
+        match &quants.op {
+            Op::Lanes(Lanes { ctx: LanesCtx::Interleaved(Ctx::Back(d)) }) => {
+                match scaled(*d as u64).filter(|&e| e > LANES as u64 && e % LANES as u64 == 0 && e <= MAX_BACK as u64) {
+                    Some(e) => Node::leaf(Op::Lanes(Lanes::interleaved(Ctx::Back(e as u32)))),
+                    None => lanes(),
+                }
+            }
+            Op::Rans(Rans { ctx: LeafCtx::Back(d) }) if *d > 1 => match scaled(*d).filter(|&e| e > 1) {
+                Some(e) => rans_back(e),
+                None => rans(),
+            },
+            Op::Rans(_) => rans(),
+            Op::Huffman(_) | Op::Raw(_) | Op::Zstd(_) => Node::leaf(quants.op.clone()),
+            _ => lanes(),
+        }
     };
-    let children = packed.shared_fields(b).into_iter().map(|j| j.map_or_else(|| order0.clone(), |j| p.children[j].clone()));
+    let counts = packed.field_counts();
+    let children = packed.shared_fields(b).into_iter().enumerate().map(|(j, same)| match same {
+        Some(k) => p.children[k].clone(),
+        None => leaf(counts[j - 1]),
+    });
     Some(Node::new(Op::Blocks(packed), children.collect()))
 }
 

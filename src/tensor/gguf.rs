@@ -26,9 +26,9 @@ pub const MAGIC: &[u8; 4] = b"GGUF";
 /// Alignment of the data section and of tensor offsets when `general.alignment` is absent.
 pub const DEFAULT_ALIGNMENT: u64 = 32;
 /// Most dimensions a ggml tensor has (GGML_MAX_DIMS).
-const MAX_DIMS: u32 = 4;
+pub(crate) const MAX_DIMS: u32 = 4;
 /// Deepest nesting of metadata arrays accepted (arrays of arrays of ...).
-const MAX_NESTING: u32 = 16;
+pub(crate) const MAX_NESTING: u32 = 16;
 
 /// A ggml tensor type: its id in GGUF files, its name, elements per block and bytes per block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -115,6 +115,20 @@ fn gather<T: Word>(f: &Field, body: &[u8], b: usize, k: usize) -> Vec<T> {
     }
     let blocks = body.chunks_exact(b).zip(out.chunks_exact_mut(m));
     match f.kind {
+        Kind::Bytes { off, n: 1 } => {
+            for (blk, o) in blocks {
+                for (v, &x) in o.iter_mut().zip(&blk[off..off + m]) {
+                    *v = T::from_u64(x as u64);
+                }
+            }
+        }
+        Kind::Bytes { off, n: 2 } => {
+            for (blk, o) in blocks {
+                for (v, x) in o.iter_mut().zip(blk[off..off + 2 * m].chunks_exact(2)) {
+                    *v = T::from_u64(u16::from_le_bytes([x[0], x[1]]) as u64);
+                }
+            }
+        }
         Kind::Bytes { off, n } => {
             for (blk, o) in blocks {
                 for (v, x) in o.iter_mut().zip(blk[off..off + m * n].chunks_exact(n)) {
@@ -146,6 +160,53 @@ fn gather<T: Word>(f: &Field, body: &[u8], b: usize, k: usize) -> Vec<T> {
         }
     }
     out
+}
+
+/// The `m` bytes at `off` of each whole `b`-byte block of `body` (a field of whole bytes, as u8
+/// values). The sizes that block layouts have are constants, so that each block's copy is an
+/// inlined move rather than a `memcpy` call.
+fn gather_bytes(body: &[u8], b: usize, off: usize, m: usize) -> Vec<u8> {
+    fn run<const M: usize>(body: &[u8], b: usize, off: usize, out: &mut [u8]) {
+        for (blk, v) in body.chunks_exact(b).zip(out.chunks_exact_mut(M)) {
+            let v: &mut [u8; M] = v.try_into().unwrap();
+            *v = blk[off..off + M].try_into().unwrap();
+        }
+    }
+    let mut out = vec![0u8; body.len() / b * m];
+    match m {
+        16 => run::<16>(body, b, off, &mut out),
+        32 => run::<32>(body, b, off, &mut out),
+        64 => run::<64>(body, b, off, &mut out),
+        128 => run::<128>(body, b, off, &mut out),
+        _ => {
+            for (blk, v) in body.chunks_exact(b).zip(out.chunks_exact_mut(m)) {
+                v.copy_from_slice(&blk[off..off + m]);
+            }
+        }
+    }
+    out
+}
+
+/// Writes `vals` into the `m` bytes at `off` of each whole block of `body` ([`gather_bytes`]'s
+/// inverse).
+fn scatter_bytes(vals: &[u8], body: &mut [u8], b: usize, off: usize, m: usize) {
+    fn run<const M: usize>(vals: &[u8], body: &mut [u8], b: usize, off: usize) {
+        for (blk, v) in body.chunks_exact_mut(b).zip(vals.chunks_exact(M)) {
+            let d: &mut [u8; M] = (&mut blk[off..off + M]).try_into().unwrap();
+            *d = v.try_into().unwrap();
+        }
+    }
+    match m {
+        16 => run::<16>(vals, body, b, off),
+        32 => run::<32>(vals, body, b, off),
+        64 => run::<64>(vals, body, b, off),
+        128 => run::<128>(vals, body, b, off),
+        _ => {
+            for (blk, v) in body.chunks_exact_mut(b).zip(vals.chunks_exact(m)) {
+                blk[off..off + m].copy_from_slice(v);
+            }
+        }
+    }
 }
 
 /// Writes the values of field `f` into the `k` blocks of `body` (zeroed where the field lies).
@@ -439,6 +500,11 @@ impl Blocks {
         std::iter::once(Some(0)).chain(self.layout.fields.iter().map(same)).collect()
     }
 
+    /// Values per block of each field.
+    pub fn field_counts(&self) -> Vec<usize> {
+        self.layout.fields.iter().map(|f| f.count()).collect()
+    }
+
     pub fn block_bytes(&self) -> usize {
         self.layout.block_bytes
     }
@@ -484,10 +550,11 @@ impl Blocks {
         let mut out = vec![Stream { ty: Ty::u(8), data: Data::U8(edge) }];
         for f in &self.layout.fields {
             let ty = Ty::u(f.bits);
-            let data = match ty.container_bytes() {
-                1 => Data::U8(gather(f, body, b, k)),
-                2 => Data::U16(gather(f, body, b, k)),
-                4 => Data::U32(gather(f, body, b, k)),
+            let data = match (ty.container_bytes(), f.kind) {
+                (1, Kind::Bytes { off, n: 1 }) => Data::U8(gather_bytes(body, b, off, f.count())),
+                (1, _) => Data::U8(gather(f, body, b, k)),
+                (2, _) => Data::U16(gather(f, body, b, k)),
+                (4, _) => Data::U32(gather(f, body, b, k)),
                 _ => Data::U64(gather(f, body, b, k)),
             };
             out.push(Stream { ty, data });
@@ -522,7 +589,10 @@ impl Blocks {
         }
         for (f, s) in self.layout.fields.iter().zip(&parts[1..]) {
             match &s.data {
-                Data::U8(v) => scatter(f, v, body, b),
+                Data::U8(v) => match f.kind {
+                    Kind::Bytes { off, n: 1 } => scatter_bytes(v, body, b, off, f.count()),
+                    _ => scatter(f, v, body, b),
+                },
                 Data::U16(v) => scatter(f, v, body, b),
                 Data::U32(v) => scatter(f, v, body, b),
                 Data::U64(v) => scatter(f, v, body, b),
