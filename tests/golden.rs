@@ -234,12 +234,21 @@ fn classes_file() -> (Vec<u8>, Vec<Option<Node>>) {
 /// scales split as floats, wider fields raw, the others through rans, huffman or lanes leaves.
 fn quant_file() -> (Vec<u8>, Vec<Option<Node>>) {
     let m = support::gguf::quant_model(50, 3, 8);
-    let layout = brevis::tensor::gguf::layout(&m.bytes()).unwrap();
-    let leaves = [rans(), rans_prev(), huffman(), lanes(), lanes_adj()];
     // The header is short: it stays in the residue, and the jobs are the tensors in file order.
+    let bytes = m.bytes();
+    let programs = block_programs(&bytes, Blocks::new);
+    (bytes, programs)
+}
+
+/// The program of each tensor of GGUF `file` whose type `split` makes a block split of: the edge
+/// bytes raw, fp16 scales split as floats, wider fields raw, the others through rans, huffman or
+/// lanes leaves in turn.
+fn block_programs(file: &[u8], split: fn(u32) -> Option<Blocks>) -> Vec<Option<Node>> {
+    let layout = brevis::tensor::gguf::layout(file).unwrap();
+    let leaves = [rans(), rans_prev(), huffman(), lanes(), lanes_adj()];
     let mut programs = Vec::new();
     for (k, s) in layout.iter().enumerate() {
-        let program = brevis::tensor::gguf::ggml_type_named(s.dtype.name()).and_then(|t| Blocks::new(t.id)).map(|op| {
+        let program = brevis::tensor::gguf::ggml_type_named(s.dtype.name()).and_then(|t| split(t.id)).map(|op| {
             let tys = op.child_types(Ty::u(8)).unwrap();
             let kids = tys.iter().enumerate().map(|(j, t)| match (j, t.bits) {
                 (0, _) => raw(),
@@ -251,7 +260,37 @@ fn quant_file() -> (Vec<u8>, Vec<Option<Node>>) {
         });
         programs.push(program);
     }
-    (m.bytes(), programs)
+    programs
+}
+
+/// A GGUF file with a tokenizer-like vocabulary, a key/value of every value type, and a tensor
+/// of every block type that has a packed form, each coded by `blocks(T, packed)`: the edge bytes
+/// raw, fp16 scales split as floats, wider fields raw, the others through entropy leaves.
+fn packed_file() -> (Vec<u8>, Vec<Option<Node>>) {
+    use support::gguf::Value;
+    let mut m = support::gguf::quant_model(60, 3, 8);
+    m.tensors.retain(|t| t.ty == 0 || blocks::PACKED_TYPES.contains(&t.ty));
+    m.kv.extend(support::gguf::every_value_type());
+    let tokens = (0..400).map(|i| Value::Str(format!("\u{2581}t{}{}", i * 7 % 31, ["an", "ing", "é", "\0x"][i % 4])));
+    m.kv.push(("tokenizer.ggml.tokens".into(), Value::Array(8, tokens.collect())));
+    let bytes = m.bytes();
+    let programs = block_programs(&bytes, Blocks::packed);
+    (bytes, programs)
+}
+
+/// The stored residue that the current writer makes of `archive`'s original, if the archive's
+/// meta holds it as it is.
+fn stored_residue_in_meta(archive: &[u8], residue: &[u8]) -> (u8, bool) {
+    let (model, stored) = brevis::container::header_model::encode(residue);
+    let n = archive.len();
+    let meta_len = u64::from_le_bytes(archive[n - 32..n - 24].try_into().unwrap()) as usize;
+    let raw_len = u64::from_le_bytes(archive[n - 24..n - 16].try_into().unwrap()) as usize;
+    let meta = &archive[n - 32 - meta_len..n - 32];
+    let raw = zstd::bulk::Decompressor::with_dictionary(brevis::container::META_DICT)
+        .unwrap()
+        .decompress(meta, raw_len)
+        .unwrap();
+    (model, raw.windows(stored.len()).any(|w| w == stored))
 }
 
 /// The original file's mode and time recorded in the version 3 golden `lanes.brv`.
@@ -291,8 +330,13 @@ fn write_golden() {
     let (quant_in, quant_programs) = quant_file();
     let quant_opts = brevis::Options { chunk_bytes: 256, ..opts.clone() };
     let quant = brevis::compress_with_programs(&quant_in, &quant_opts, &|i, _| quant_programs[i].clone()).unwrap();
+    // Version 6: `blocks(T, packed)` over every block type that has it, and a GGUF header
+    // stored with its strings gathered (residue model 2).
+    let (packed_in, packed_programs) = packed_file();
+    let packed = brevis::compress_with_programs(&packed_in, &quant_opts, &|i, _| packed_programs[i].clone()).unwrap();
     let mut manifest = String::new();
     for (name, archive, original, refname) in [
+        ("packed", &packed, &packed_in, ""),
         ("ops", &ops, &file, ""),
         ("silero", &silero, &fixture(), ""),
         ("ref", &with_ref, &new, " ops.brv"),
@@ -466,4 +510,23 @@ fn golden_v5_archive_covers_every_block_type() {
         assert!(p.starts_with(&format!("blocks({name})[")), "{name}: {p}");
         assert!(a.index().tensors[i].chunks.len() >= 2, "{name}: one chunk");
     }
+}
+
+/// Version 6's golden archive holds `blocks(T, packed)` over every block type that has a packed
+/// form, and its GGUF header in residue model 2; its input is still what the generator makes.
+#[test]
+fn golden_v6_archive_covers_packed_blocks_and_gathered_strings() {
+    let (file, _) = packed_file();
+    let archive = golden_archive(6, "packed.brv", &file);
+    let a = brevis::Archive::open(&archive).unwrap();
+    for id in blocks::PACKED_TYPES {
+        let name = brevis::tensor::gguf::ggml_type(id).unwrap().name;
+        let i = a.find(&format!("blk.{id}.weight")).unwrap();
+        let p = a.info(i).unwrap().program.to_string();
+        assert!(p.starts_with(&format!("blocks({name}, packed)[")), "{name}: {p}");
+        assert!(a.index().tensors[i].chunks.len() >= 2, "{name}: one chunk");
+    }
+    let (model, found) = stored_residue_in_meta(&archive, &a.index().residue);
+    assert_eq!(model, brevis::container::header_model::GGUF_STRINGS);
+    assert!(found, "the meta does not hold the residue in model 2");
 }

@@ -2,7 +2,8 @@
 //! in-range, non-overlapping spans after the data start; and any prefix of the input gives the
 //! same answer as the whole, or asks for more. A file it accepts (the seeds' descendants) is
 //! compressed and must decompress to the same bytes, and the archive's GGUF view
-//! (`Archive::gguf`) must give back its header bytes and every tensor at its offset.
+//! (`Archive::gguf`) must give back its header bytes and every tensor at its offset. Any input
+//! is also a residue for the residue models (round trip) and a stored GGUF residue (no panic).
 #![no_main]
 use brevis::tensor::gguf::{layout, layout_from_prefix, Stop};
 use libfuzzer_sys::fuzz_target;
@@ -25,6 +26,14 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(g.header, &data[..l.data_start as usize]);
         let offsets: Vec<u64> = g.tensors.iter().flatten().map(|t| l.data_start + t.data_offset).collect();
         assert_eq!(offsets, l.spans.iter().map(|s| s.start).collect::<Vec<_>>());
+    }
+    // The GGUF residue model: what a file splits into joins back to it; any bytes read as a
+    // stored form give an error or at most the limit.
+    let model = brevis::container::header_model::GGUF_STRINGS;
+    let (m, stored) = brevis::container::header_model::encode(data);
+    assert_eq!(brevis::container::header_model::decode(m, &stored, data.len() as u64).unwrap(), data);
+    if let Ok(v) = brevis::container::header_model::decode(model, data, 1 << 16) {
+        assert!(v.len() <= 1 << 16);
     }
     assert_ne!(whole, Err(Stop::Short), "the whole file cannot be short");
     let cut = data.len() / 2;

@@ -620,7 +620,10 @@ mod tests {
     /// agree with the GGUF type table.
     /// Every layout, plain and packed.
     fn all_layouts() -> impl Iterator<Item = (u32, Layout)> {
-        TYPES.into_iter().map(|id| (id, layout(id).unwrap())).chain(PACKED_TYPES.into_iter().map(|id| (id, packed_layout(id).unwrap())))
+        TYPES
+            .into_iter()
+            .map(|id| (id, layout(id).unwrap()))
+            .chain(PACKED_TYPES.into_iter().map(|id| (id, packed_layout(id).unwrap())))
     }
 
     #[test]
