@@ -11,7 +11,7 @@ use brevis::coder::bitio::ByteReader;
 use brevis::dsl::build::*;
 use brevis::dsl::ops::blocks::{self, Blocks};
 use brevis::dsl::ops::maps::Map;
-use brevis::dsl::{Env, Node, Stream, Ty};
+use brevis::dsl::{Env, Node, Op, Stream, Ty};
 use brevis::{Error, Result};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
@@ -611,11 +611,14 @@ proptest! {
     }
 
     #[test]
-    fn blocks_at_any_offset(t in 0usize..blocks::TYPES.len(), n in 0usize..2000, off in 0u64..1000, pat in pattern(), seed: u64, kid_pick: u64) {
+    fn blocks_at_any_offset(t in 0usize..blocks::TYPES.len(), packed: bool, n in 0usize..2000, off in 0u64..1000, pat in pattern(), seed: u64, kid_pick: u64) {
         let id = blocks::TYPES[t];
-        let tys = Blocks::new(id).unwrap().child_types(Ty::u(8)).unwrap();
+        let op = if packed { Blocks::packed(id) } else { Blocks::new(id) };
+        prop_assume!(op.is_some());
+        let op = op.unwrap();
+        let tys = op.child_types(Ty::u(8)).unwrap();
         let kids = tys.iter().enumerate().map(|(j, c)| leaf_for(c.bits, kid_pick.rotate_left(j as u32 * 5))).collect();
-        check(&blocks(id, kids), &make(8, n, pat, seed), off)?;
+        check(&Node::new(Op::Blocks(op), kids), &make(8, n, pat, seed), off)?;
     }
 
     #[test]
@@ -884,8 +887,10 @@ fn random_program(ty: Ty, rng: &mut Rng, depth: u32, sibs: &[Ty], idx: bool) -> 
         match rng.below(15) {
             14 if !idx && w == 8 => {
                 let t = blocks::TYPES[rng.below(blocks::TYPES.len() as u64) as usize];
-                let tys = Blocks::new(t).unwrap().child_types(ty).unwrap();
-                return blocks(t, tys.iter().map(|&c| random_program(c, rng, d, &[], false)).collect());
+                let op = Blocks::packed(t).filter(|_| rng.chance(1, 2)).unwrap_or_else(|| Blocks::new(t).unwrap());
+                let tys = op.child_types(ty).unwrap();
+                let kids = tys.iter().map(|&c| random_program(c, rng, d, &[], false)).collect();
+                return Node::new(Op::Blocks(op), kids);
             }
             12 if !idx && w >= 1 => {
                 let kid = random_program(ty, rng, d, &[], false);
