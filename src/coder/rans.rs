@@ -518,7 +518,8 @@ struct Prepared {
     data_bits: f64,
 }
 
-fn prepare(symbols: &[u16], ctx: Ctx) -> Prepared {
+/// `with_enc`: also the encoder entries (an estimate needs only the header and the bits).
+fn prepare(symbols: &[u16], ctx: Ctx, with_enc: bool) -> Prepared {
     assert!(!symbols.is_empty());
     if let Ctx::Side(s) = ctx {
         assert_eq!(s.len(), symbols.len());
@@ -535,7 +536,7 @@ fn prepare(symbols: &[u16], ctx: Ctx) -> Prepared {
     }
     // Encoder entries of table c at c * stride: indexed by the symbol itself when the tables are
     // small, else by the symbol's rank among the block's symbols.
-    let compact = k > 1 && k * alphabet > 1 << 16;
+    let compact = with_enc && k > 1 && k * alphabet > 1 << 16;
     let rank: Vec<u16> = if compact {
         let mut seen = vec![false; alphabet];
         hists.iter().flatten().for_each(|h| seen[h.0 as usize] = true);
@@ -548,7 +549,11 @@ fn prepare(symbols: &[u16], ctx: Ctx) -> Prepared {
     } else {
         Vec::new()
     };
-    let stride = if compact { rank.iter().max().map_or(0, |&r| r as usize + 1) } else { alphabet };
+    let stride = match (with_enc, compact) {
+        (false, _) => 0,
+        (true, true) => rank.iter().max().map_or(0, |&r| r as usize + 1),
+        (true, false) => alphabet,
+    };
     let mut enc: Vec<EncSym> = vec![EncSym::default(); k * stride];
     let mut data_bits = 0f64;
     for (c, hist) in hists.iter().enumerate() {
@@ -556,7 +561,7 @@ fn prepare(symbols: &[u16], ctx: Ctx) -> Prepared {
         let (table, qs, r_log, _) = build_table(hist);
         write_table(&mut w, &table, &qs, r_log);
         let mut cum = 0u32;
-        for (&s, &f) in table.syms.iter().zip(&table.freqs) {
+        for (&s, &f) in table.syms.iter().zip(&table.freqs).filter(|_| with_enc) {
             if (s as usize) < alphabet {
                 let j = if compact { rank[s as usize] as usize } else { s as usize };
                 enc[c * stride + j] = EncSym::new(f, cum, table.prob_bits);
@@ -573,14 +578,14 @@ fn prepare(symbols: &[u16], ctx: Ctx) -> Prepared {
 /// The block's length in bytes as [`encode`] would write it, with the coded symbols estimated
 /// from the tables (within a few bytes; the search compares candidates with it).
 pub fn estimated_len(symbols: &[u16], ctx: Ctx) -> usize {
-    let p = prepare(symbols, ctx);
+    let p = prepare(symbols, ctx, false);
     let words = (p.data_bits / 16.0).ceil() as usize;
     p.header.len() + (64 - (words as u64 | 1).leading_zeros() as usize).div_ceil(7) + 16 + 2 * words
 }
 
 /// Encodes `symbols` (at least one) and appends the block to `out`.
 pub fn encode(symbols: &[u16], ctx: Ctx, out: &mut Vec<u8>) {
-    let Prepared { header, k, compact, rank, stride, enc, table_of, .. } = prepare(symbols, ctx);
+    let Prepared { header, k, compact, rank, stride, enc, table_of, .. } = prepare(symbols, ctx, true);
     out.extend_from_slice(&header);
 
     let n = symbols.len();
