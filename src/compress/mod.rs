@@ -177,7 +177,10 @@ fn encode<W: Write + Seek>(
 ) -> Result<(Vec<Node>, Vec<Vec<ChunkEntry>>, hash::Folder)> {
     let (all, len) = (input.all()?, input.len());
     let mut folder = hash::Folder::new(len as usize);
-    let batch = work::batch(opts.chunk_bytes as u64, opts.memory_limit, rayon::current_num_threads());
+    // A batch is written while the next one is coded: its payloads (about a chunk each) count
+    // with the next batch's working set.
+    let per = work::CHUNK_WORKING_SET;
+    let batch = work::batch(opts.chunk_bytes as u64, opts.memory_limit / (per + 1) * per, rayon::current_num_threads());
     let mut programs: Vec<Node> = chosen.iter().map(|c| c.program.clone()).collect();
     let mut chunks: Vec<Vec<ChunkEntry>> = vec![Vec::new(); jobs.len()];
     let mut tensor_start = vec![writer.offset(); jobs.len()];
@@ -187,45 +190,58 @@ fn encode<W: Write + Seek>(
         chunks.push(writer.put(&c.payload, elems, c.checksum)?);
         folder.fold(c.sums.0, &c.sums.1, &all)
     };
-    for part in work.chunks(batch) {
-        let coded: Vec<Result<Coded>> =
-            part.par_iter().map(|&w| encode_chunk(&jobs[w.0], &programs[w.0], w, len)).collect();
-        if let Some(p) = &opts.progress {
-            let bytes: usize = part.iter().map(|w| w.2 - w.1).sum();
-            p.fetch_add(bytes as u64, std::sync::atomic::Ordering::Relaxed);
-        }
-        for (&w, c) in part.iter().zip(coded) {
-            let i = w.0;
-            if recoded[i] {
-                continue;
+    let code = |part: &[Work], programs: &[Node]| -> Vec<Result<Coded>> {
+        part.par_iter().map(|&w| encode_chunk(&jobs[w.0], &programs[w.0], w, len)).collect()
+    };
+    let parts: Vec<&[Work]> = work.chunks(batch).collect();
+    let mut ready = parts.first().map_or_else(Vec::new, |p| code(p, &programs));
+    for (k, part) in parts.iter().enumerate() {
+        let coded = std::mem::take(&mut ready);
+        // The next batch is coded (by the other workers, and by this one once it has written
+        // this batch) with the programs as they are now: the chunks of a tensor that this batch
+        // sends to `raw` are all recoded with it below, and their results from there are skipped.
+        let (snapshot, mut next) = (programs.clone(), Vec::new());
+        rayon::in_place_scope(|scope| -> Result<()> {
+            if let Some(p) = parts.get(k + 1) {
+                scope.spawn(|_| next = code(p, &snapshot));
             }
-            if w.1 == 0 {
-                tensor_start[i] = writer.offset();
+            if let Some(p) = &opts.progress {
+                let bytes: usize = part.iter().map(|w| w.2 - w.1).sum();
+                p.fetch_add(bytes as u64, std::sync::atomic::Ordering::Relaxed);
             }
-            match c {
-                Ok(c) => put(writer, &mut folder, &mut chunks[i], w, c)?,
-                // A chunk that the program chosen on a sample cannot code sends its whole tensor
-                // to `raw`: rewrite the tensor from its start.
-                Err(Error::Invalid(_)) if !chosen[i].fixed => {
-                    programs[i] = dsl::build::raw();
-                    recoded[i] = true;
-                    writer.rewind_to(tensor_start[i])?;
-                    chunks[i].clear();
-                    let mine: Vec<Work> = work.iter().copied().filter(|x| x.0 == i).collect();
-                    for again in mine.chunks(batch) {
-                        let coded: Vec<Result<Coded>> =
-                            again.par_iter().map(|&x| encode_chunk(&jobs[i], &programs[i], x, len)).collect();
-                        for (&x, c) in again.iter().zip(coded) {
-                            put(writer, &mut folder, &mut chunks[i], x, c?)?;
+            for (&w, c) in part.iter().zip(coded) {
+                let i = w.0;
+                if recoded[i] {
+                    continue;
+                }
+                if w.1 == 0 {
+                    tensor_start[i] = writer.offset();
+                }
+                match c {
+                    Ok(c) => put(writer, &mut folder, &mut chunks[i], w, c)?,
+                    // A chunk that the program chosen on a sample cannot code sends its whole
+                    // tensor to `raw`: rewrite the tensor from its start.
+                    Err(Error::Invalid(_)) if !chosen[i].fixed => {
+                        programs[i] = dsl::build::raw();
+                        recoded[i] = true;
+                        writer.rewind_to(tensor_start[i])?;
+                        chunks[i].clear();
+                        let mine: Vec<Work> = work.iter().copied().filter(|x| x.0 == i).collect();
+                        for again in mine.chunks(batch) {
+                            for (&x, c) in again.iter().zip(code(again, &programs)) {
+                                put(writer, &mut folder, &mut chunks[i], x, c?)?;
+                            }
                         }
                     }
+                    Err(Error::Invalid(_)) => {
+                        return Err(Error::invalid(format!("the program given for tensor {i} does not apply")))
+                    }
+                    Err(e) => return Err(e),
                 }
-                Err(Error::Invalid(_)) => {
-                    return Err(Error::invalid(format!("the program given for tensor {i} does not apply")))
-                }
-                Err(e) => return Err(e),
             }
-        }
+            Ok(())
+        })?;
+        ready = next;
     }
     Ok((programs, chunks, folder))
 }
@@ -290,4 +306,64 @@ fn index(
         tensors,
         file_meta: opts.file_meta,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A safetensors file of two U16 tensors: `a` of `chunks` chunks of `per` values with few
+    /// distinct values, but for chunk `bad`, which holds `per` distinct ones; then `b`.
+    fn file(chunks: usize, per: usize, bad: usize) -> Vec<u8> {
+        let a: Vec<u16> =
+            (0..chunks * per).map(|i| if i / per == bad { i as u16 } else { (i * 7 % 13) as u16 }).collect();
+        let b: Vec<u16> = (0..per).map(|i| (i % 5) as u16).collect();
+        let (na, nb) = (2 * a.len(), 2 * b.len());
+        let mut json = format!(
+            r#"{{"a":{{"dtype":"U16","shape":[{}],"data_offsets":[0,{na}]}},"b":{{"dtype":"U16","shape":[{}],"data_offsets":[{na},{}]}}}}"#,
+            a.len(),
+            b.len(),
+            na + nb
+        );
+        while json.len() % 8 != 0 {
+            json.push(' ');
+        }
+        let mut f = (json.len() as u64).to_le_bytes().to_vec();
+        f.extend_from_slice(json.as_bytes());
+        f.extend(a.iter().chain(&b).flat_map(|v| v.to_le_bytes()));
+        f
+    }
+
+    /// A chunk that the chosen program cannot code (here `lanes` over more than 4095 distinct
+    /// symbols) sends its whole tensor to `raw`, whichever batch it falls in; the chunks of the
+    /// batch coded meanwhile with the old program are not written twice, and the archive decodes.
+    #[test]
+    fn a_chunk_the_program_cannot_code_sends_its_tensor_to_raw() {
+        let (chunks, per) = (40, 5000);
+        for bad in [0, 3, 17, 39] {
+            let input = file(chunks, per, bad);
+            let opts = Options { chunk_bytes: 2 * per, ..Default::default() };
+            let src = Source::Memory(&input);
+            let jobs = plan::plan(src, None, opts.memory_limit).unwrap();
+            assert_eq!(jobs.len(), 2);
+            let chosen: Vec<Chosen> = jobs
+                .iter()
+                .map(|_| Chosen { program: dsl::build::lanes(), fixed: false, standalone_estimate: 0 })
+                .collect();
+            let work = chunk_list(&jobs, &opts);
+            let mut out = std::io::Cursor::new(Vec::new());
+            let mut writer = Writer::start(&mut out).unwrap();
+            let (programs, entries, folder) = encode(src, &jobs, &chosen, &work, &opts, &mut writer).unwrap();
+            assert_eq!(programs[0], dsl::build::raw(), "bad chunk {bad}");
+            assert_eq!(programs[1], dsl::build::lanes());
+            assert_eq!(entries[0].len(), chunks);
+            let hash = folder.finish(&src.all().unwrap()).unwrap();
+            let residue = residue(src, &jobs).unwrap();
+            let index = index(src, hash, &jobs, &chosen, programs, entries, residue, None, &opts).unwrap();
+            let len = writer.finish_with(&index, None).unwrap() as usize;
+            let mut archive = out.into_inner();
+            archive.truncate(len);
+            assert_eq!(crate::decompress(&archive).unwrap(), input, "bad chunk {bad}");
+        }
+    }
 }
