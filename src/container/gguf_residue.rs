@@ -19,7 +19,7 @@
 
 use crate::coder::bitio::{put_varint, ByteReader};
 use crate::error::{Error, Result};
-use crate::tensor::gguf::{MAGIC, MAX_DIMS, MAX_NESTING};
+use crate::tensor::gguf::{fixed_size, MAGIC, MAX_DIMS, MAX_NESTING};
 
 /// Where the walk reads the header from and writes it to: the original bytes (split) or the
 /// stored streams (join).
@@ -34,17 +34,6 @@ trait Io {
     }
     fn u64(&mut self) -> Result<u64> {
         Ok(u64::from_le_bytes(self.fixed(8)?.try_into().unwrap()))
-    }
-}
-
-/// Bytes of a metadata value of fixed size.
-fn fixed_size(ty: u32) -> Option<u64> {
-    match ty {
-        0 | 1 | 7 => Some(1),
-        2 | 3 => Some(2),
-        4..=6 => Some(4),
-        10..=12 => Some(8),
-        _ => None,
     }
 }
 

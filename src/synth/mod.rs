@@ -406,21 +406,11 @@ fn choose_traced(t: &TensorView, opts: &SearchOptions) -> Result<(Choice, Vec<(u
     // short for the tables of the fast leaf to pay, so the search rarely keeps it.
     let mut found = found;
     if opts.decode_weight > 0.0 {
-        let twins: Vec<search::Found> = found
-            .iter()
-            .filter_map(|f| fast_twin(&f.program).map(|program| search::Found { program, exact: false, ..f.clone() }))
-            .filter(|t| found.iter().all(|f| f.program != t.program))
-            .collect();
-        found.extend(twins);
+        add_twins(&mut found, fast_twin);
     }
     // The packed twin of a block split competes too: on the screen, the table of a byte
     // alphabet weighs more than it does on a whole chunk.
-    let twins: Vec<search::Found> = found
-        .iter()
-        .filter_map(|f| packed_twin(&f.program).map(|program| search::Found { program, exact: false, ..f.clone() }))
-        .filter(|t| found.iter().all(|f| f.program != t.program))
-        .collect();
-    found.extend(twins);
+    add_twins(&mut found, packed_twin);
     // Exact sizes on the full sample (already exact when the screen is the whole sample).
     let mut ranked: Vec<(usize, usize)> = if sample.len() > screen.len() || found.iter().any(|f| !f.exact) {
         if let Some(st) = &opts.stats {
@@ -482,6 +472,17 @@ fn rank(cands: Vec<&Node>, sample: &Stream, reference: Option<&Stream>, decode_w
             c.estimated_len_with(sample, &[], reference).ok().map(|len| (len + price(c, sample, decode_weight), i))
         })
         .collect()
+}
+
+/// Adds to `found` the `twin` of each of its programs that has one and is not there yet (to be
+/// ranked by exact size on the sample).
+fn add_twins(found: &mut Vec<search::Found>, twin: fn(&Node) -> Option<Node>) {
+    let twins: Vec<search::Found> = found
+        .iter()
+        .filter_map(|f| twin(&f.program).map(|program| search::Found { program, exact: false, ..f.clone() }))
+        .filter(|t| found.iter().all(|f| f.program != t.program))
+        .collect();
+    found.extend(twins);
 }
 
 /// `p` with its entropy leaves replaced by the `lanes` leaf of the same context (order 0 for

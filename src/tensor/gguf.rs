@@ -220,7 +220,7 @@ impl<'a> Reader<'a> {
 }
 
 /// Bytes of a metadata value of fixed size.
-fn fixed_size(ty: u32) -> Option<u64> {
+pub(crate) fn fixed_size(ty: u32) -> Option<u64> {
     match ty {
         0 | 1 | 7 => Some(1),
         2 | 3 => Some(2),
