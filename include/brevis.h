@@ -94,7 +94,8 @@ typedef enum {
     BREVIS_OPTION_CHUNK_BYTES = 2,
     /**
      * Search budget: elements of each tensor on which candidate programs are compared. More is
-     * slower and may find smaller programs. At least 1; default 262144.
+     * slower and may find smaller programs. At least 1; default 131072 (the default level's;
+     * `fast` uses at most 32768, `max` twice the value).
      */
     BREVIS_OPTION_SAMPLE_ELEMS = 3,
     /**

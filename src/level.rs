@@ -33,7 +33,8 @@ impl Level {
     pub fn sample_elems(self, sample_elems: usize) -> usize {
         match self {
             Level::Fast => sample_elems.min(1 << 15),
-            _ => sample_elems,
+            Level::Default => sample_elems,
+            Level::Max => sample_elems.saturating_mul(2),
         }
     }
 
@@ -41,7 +42,8 @@ impl Level {
     pub fn screen_elems(self) -> usize {
         match self {
             Level::Fast => 1 << 13,
-            _ => crate::synth::SCREEN_ELEMS,
+            Level::Default => crate::synth::SCREEN_ELEMS,
+            Level::Max => 2 * crate::synth::SCREEN_ELEMS,
         }
     }
 
@@ -51,6 +53,16 @@ impl Level {
             Level::Fast => 1,
             Level::Default => crate::synth::FINALISTS,
             Level::Max => 2 * crate::synth::FINALISTS,
+        }
+    }
+
+    /// Expansions without a better complete program after which a tensor's search stops
+    /// short of its budget (0: never). The best program is mostly found early; the rest of
+    /// the budget went to confirming it (docs/SYNTHESIS.md).
+    pub fn patience(self) -> usize {
+        match self {
+            Level::Fast | Level::Default => 24,
+            Level::Max => 0,
         }
     }
 

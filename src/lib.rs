@@ -45,7 +45,8 @@ pub struct Options {
     pub threads: usize,
     /// Target bytes of original data per chunk (chunks decode independently).
     pub chunk_bytes: usize,
-    /// Elements of each tensor's sample on which candidate programs are compared.
+    /// Elements of each tensor's sample on which candidate programs are compared, at the
+    /// default level (`fast` uses at most 32K of them, `max` twice as many; [`Level`]).
     pub sample_elems: usize,
     /// Search budget: productions evaluated per tensor (docs/SYNTHESIS.md).
     pub budget: usize,
@@ -88,7 +89,7 @@ impl Default for Options {
         Options {
             threads: 0,
             chunk_bytes: 1 << 20,
-            sample_elems: 1 << 18,
+            sample_elems: 1 << 17,
             budget: synth::DEFAULT_BUDGET,
             depth: synth::DEFAULT_DEPTH,
             prior: synth::PriorSource::default(),

@@ -190,6 +190,27 @@ pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
+/// Bytes of `v` as a varint ([`put_varint`]).
+pub fn varint_len(mut v: u64) -> usize {
+    let mut n = 1;
+    while v >= 0x80 {
+        v >>= 7;
+        n += 1;
+    }
+    n
+}
+
+/// Writes `v` as a varint over the whole of `dst`, which must be [`varint_len`] bytes long.
+pub fn write_varint(dst: &mut [u8], mut v: u64) {
+    debug_assert_eq!(dst.len(), varint_len(v));
+    let last = dst.len() - 1;
+    for b in &mut dst[..last] {
+        *b = (v as u8) | 0x80;
+        v >>= 7;
+    }
+    dst[last] = v as u8;
+}
+
 /// Length-prefixed byte string.
 pub fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     put_varint(out, b.len() as u64);

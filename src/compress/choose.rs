@@ -82,6 +82,7 @@ pub(crate) fn search_options(opts: &Options, j: &Job, prior: Arc<Prior>) -> Sear
         chunk_elems: chunk_elems(opts, j.word_bits) as usize,
         sample_elems: level.sample_elems(opts.sample_elems),
         budget: opts.budget,
+        patience: level.patience(),
         depth: opts.depth,
         prior,
         stats: opts.stats.clone(),

@@ -144,10 +144,11 @@ fn chunk_list(jobs: &[Job], opts: &Options) -> Vec<Work> {
 
 /// Codes one chunk with `program` (of an input of `len` bytes).
 fn encode_chunk(j: &Job, program: &Node, (_, s, e): Work, len: u64) -> Result<Coded> {
-    let mut payload = Vec::new();
     if !program.reads_payload() {
-        return Ok(Coded { payload, checksum: None, sums: (0, Vec::new()) });
+        return Ok(Coded { payload: Vec::new(), checksum: None, sums: (0, Vec::new()) });
     }
+    // Room for the chunk's own size: payloads seldom exceed it, so they are not regrown.
+    let mut payload = Vec::with_capacity(e - s + 64);
     let ty = dsl::Ty::u(j.word_bits);
     let at = (j.offset + s as u64) as usize;
     let blocks = hash::blocks_in(at, at + (e - s), len as usize);

@@ -12,7 +12,7 @@ pub mod fused;
 pub mod ops;
 pub mod stream;
 
-use crate::coder::bitio::{put_bytes, put_varint, ByteReader};
+use crate::coder::bitio::{self, put_bytes, put_varint, ByteReader};
 use crate::error::{Error, Result};
 use ops::blocks::Blocks;
 use ops::copy::Copy;
@@ -332,23 +332,24 @@ impl Node {
             |parts: Vec<Stream>, out: &mut Vec<u8>| self.encode_children(parts, reference, elem_offset, how, out);
         // Estimated payloads keep the layout (the length prefix), with zeros for the symbols.
         let estimated = |o: &mut Vec<u8>, len: usize| o.resize(o.len() + len, 0);
+        let hint = x.len() * x.ty.container_bytes();
         match &self.op {
-            Op::Raw(r) => leaf_payload(out, |o| {
+            Op::Raw(r) => leaf_payload(out, hint, |o| {
                 r.encode(x, o);
                 Ok(())
             }),
             Op::Rans(r) if how == How::Estimate => {
-                leaf_payload(out, |o| Ok(estimated(o, r.estimated_len(x, sib, reference)?)))
+                leaf_payload(out, hint, |o| Ok(estimated(o, r.estimated_len(x, sib, reference)?)))
             }
-            Op::Lanes(l) if how == How::Estimate => leaf_payload(out, |o| Ok(estimated(o, l.estimated_len(x)?))),
-            Op::Huffman(h) if how == How::Estimate => leaf_payload(out, |o| Ok(estimated(o, h.encoded_len(x)))),
-            Op::Rans(r) => leaf_payload(out, |o| r.encode(x, sib, reference, o)),
-            Op::Huffman(h) => leaf_payload(out, |o| {
+            Op::Lanes(l) if how == How::Estimate => leaf_payload(out, hint, |o| Ok(estimated(o, l.estimated_len(x)?))),
+            Op::Huffman(h) if how == How::Estimate => leaf_payload(out, hint, |o| Ok(estimated(o, h.encoded_len(x)))),
+            Op::Rans(r) => leaf_payload(out, hint, |o| r.encode(x, sib, reference, o)),
+            Op::Huffman(h) => leaf_payload(out, hint, |o| {
                 h.encode(x, o);
                 Ok(())
             }),
-            Op::Lanes(l) => leaf_payload(out, |o| l.encode(x, o)),
-            Op::Zstd(z) => leaf_payload(out, |o| z.encode(x, o)),
+            Op::Lanes(l) => leaf_payload(out, hint, |o| l.encode(x, o)),
+            Op::Zstd(z) => leaf_payload(out, hint, |o| z.encode(x, o)),
             Op::Const(c) => {
                 if x.iter().any(|v| v != c.value) {
                     return Err(not_applicable());
@@ -573,10 +574,23 @@ enum How {
     Estimate,
 }
 
-fn leaf_payload(out: &mut Vec<u8>, f: impl FnOnce(&mut Vec<u8>) -> Result<()>) -> Result<()> {
-    let mut buf = Vec::new();
-    f(&mut buf)?;
-    put_bytes(out, &buf);
+fn leaf_payload(out: &mut Vec<u8>, hint: usize, f: impl FnOnce(&mut Vec<u8>) -> Result<()>) -> Result<()> {
+    // The leaf is coded in place after room for its length prefix, sized from `hint` (the
+    // stream's bytes, which a payload seldom differs from by a factor of 128); the payload is
+    // moved only when its prefix turns out shorter or longer.
+    let start = out.len();
+    let room = bitio::varint_len(hint as u64);
+    out.resize(start + room, 0);
+    f(out)?;
+    let len = out.len() - start - room;
+    let need = bitio::varint_len(len as u64);
+    if need != room {
+        let payload = out.split_off(start + room);
+        out.truncate(start);
+        put_bytes(out, &payload);
+        return Ok(());
+    }
+    bitio::write_varint(&mut out[start..start + room], len as u64);
     Ok(())
 }
 
@@ -688,5 +702,28 @@ pub mod build {
     /// `blocks(t)` over ggml type id `t` (panics for a type it does not split).
     pub fn blocks(ggml: u32, kids: Vec<Node>) -> Node {
         Node::new(Op::Blocks(Blocks::new(ggml).expect("a ggml type with a block layout")), kids)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A leaf coded in place has the bytes of `put_bytes` of the same payload, whether its
+    /// length prefix is the size the hint gave it, shorter or longer.
+    #[test]
+    fn leaf_payloads_are_length_prefixed_whatever_the_hint() {
+        for (hint, len) in [(0, 0), (10, 100), (100, 100), (200, 100), (1 << 20, 5), (5, 1 << 20), (300, 200)] {
+            let payload: Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
+            let mut out = vec![9u8, 8];
+            leaf_payload(&mut out, hint, |o| {
+                o.extend_from_slice(&payload);
+                Ok(())
+            })
+            .unwrap();
+            let mut want = vec![9u8, 8];
+            put_bytes(&mut want, &payload);
+            assert!(out == want, "hint {hint}, payload {len}");
+        }
     }
 }

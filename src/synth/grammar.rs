@@ -259,22 +259,13 @@ pub fn is_free(p: &Production) -> bool {
     matches!(p.op, Op::Raw(_) | Op::Const(_))
 }
 
-fn varint_len(mut v: usize) -> usize {
-    let mut n = 1;
-    while v >= 0x80 {
-        v >>= 7;
-        n += 1;
-    }
-    n
-}
-
 /// Applies a production to a hole on the sample; `reference` is the aligned reference sample.
 pub fn apply(p: &Production, hole: &HoleView, reference: Option<&Stream>) -> Outcome {
     let x = hole.stream;
     match &p.op {
         Op::Raw(_) => {
             let c = Raw::cost(x.ty, x.len());
-            Outcome::Leaf(varint_len(c) + c)
+            Outcome::Leaf(crate::coder::bitio::varint_len(c as u64) + c)
         }
         Op::Const(c) => {
             if x.iter().all(|v| v == c.value) {

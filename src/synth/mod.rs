@@ -93,6 +93,8 @@ pub struct SearchStats {
     pub pruned_dominated: AtomicU64,
     pub programs: AtomicU64,
     pub exhausted: AtomicU64,
+    /// Searches that stopped early on the level's patience.
+    pub patient: AtomicU64,
     /// Re-encodings of finalists on the full sample.
     pub finalists: AtomicU64,
     /// Tensors that took the finalists of an earlier tensor of the same kind (no search).
@@ -121,6 +123,7 @@ impl SearchStats {
         self.pruned_dominated.fetch_add(c.pruned_dominated, Relaxed);
         self.programs.fetch_add(c.programs, Relaxed);
         self.exhausted.fetch_add(c.exhausted, Relaxed);
+        self.patient.fetch_add(c.patient, Relaxed);
     }
 
     /// A few lines for `brevis compress -v`.
@@ -129,7 +132,7 @@ impl SearchStats {
         let t = g(&self.tensors).max(1);
         format!(
             "search: {} tensors searched ({} more took the programs of a tensor of their kind), {} expansions ({:.1}/tensor), {} frontier pops, {} complete programs, \
-             {} stopped by the budget\n\
+             {} stopped by the budget, {} with no better program for the level's patience\n\
              pruned: {} productions by the prior, {} states by the bound, {} dominated states; \
              {} finalists re-coded on the full sample\n\
              prior: {} tensors searched to learn it ({:.2} s), {} (context, production) pairs; \
@@ -141,6 +144,7 @@ impl SearchStats {
             g(&self.pops),
             g(&self.programs),
             g(&self.exhausted),
+            g(&self.patient),
             g(&self.pruned_prior),
             g(&self.pruned_bound),
             g(&self.pruned_dominated),
@@ -170,6 +174,9 @@ pub struct SearchOptions {
     pub sample_elems: usize,
     /// Expansions (productions evaluated) per tensor.
     pub budget: usize,
+    /// Expansions without a better complete program after which the search stops early (0:
+    /// it runs to the budget).
+    pub patience: usize,
     /// Deepest program (levels of transforms).
     pub depth: usize,
     pub prior: Arc<Prior>,
@@ -189,8 +196,9 @@ impl SearchOptions {
     pub fn new(chunk_elems: usize) -> SearchOptions {
         SearchOptions {
             chunk_elems,
-            sample_elems: 1 << 18,
+            sample_elems: 1 << 17,
             budget: DEFAULT_BUDGET,
+            patience: 0,
             depth: DEFAULT_DEPTH,
             prior: Arc::new(Prior::uniform()),
             stats: None,
@@ -319,24 +327,18 @@ fn generator(bytes: &Bytes, ty: Ty) -> Result<Option<Node>> {
     let (start, m) = (head.get(0), ty.mask());
     let (mut konst_ok, mut arange_ok) = (true, n >= 2);
     let a = Arange { start, step: if n >= 2 { head.get(1).wrapping_sub(start) & m } else { 0 } };
-    let step = (WINDOW / wb).max(1) * wb;
-    let mut err = None;
-    bytes.each_window(step, |pos, w| {
-        let x = match Stream::from_le_bytes(ty, w) {
-            Ok(x) => x,
-            Err(e) => {
-                err = Some(e);
-                return false;
-            }
-        };
+    // Most tensors are neither, and show it in their first words: the windows grow from 4 KiB
+    // (a multiple of the word) to the read window, so those are not read at length here.
+    let (mut pos, mut step, len) = (0, (4096 / wb).max(1) * wb, n * wb);
+    let most = (WINDOW / wb).max(1) * wb;
+    while pos < len && (konst_ok || arange_ok) {
+        let end = (pos + step).min(len);
+        let x = Stream::from_le_bytes(ty, &bytes.read(pos, end)?)?;
         let first = (pos / wb) as u64;
         konst_ok = konst_ok && x.iter().all(|v| v == start);
         arange_ok = arange_ok
             && x.iter().enumerate().all(|(i, v)| start.wrapping_add(a.step.wrapping_mul(first + i as u64)) & m == v);
-        konst_ok || arange_ok
-    })?;
-    if let Some(e) = err {
-        return Err(e);
+        (pos, step) = (end, (2 * step).min(most));
     }
     Ok(if konst_ok {
         Some(konst(start))
@@ -395,7 +397,7 @@ fn choose_traced(t: &TensorView, opts: &SearchOptions) -> Result<(Choice, Vec<(u
     let (screen, rscreen) = screens(&sample, rsample.as_ref(), opts.screen_elems, block_align(t));
     let tctx = tensor_ctx(t, opts.depth, reference.is_some(), opts.decode_weight);
     let mut s = search::Search::new(&tctx, &opts.prior, screen.clone(), rscreen);
-    s.run(opts.budget);
+    s.run(opts.budget, opts.patience);
     let found = s.results(opts.finalists.max(1), true);
     if let Some(st) = &opts.stats {
         st.add(&s.counters);
@@ -673,7 +675,7 @@ pub fn learning_sample(tensors: &[TensorView]) -> Vec<usize> {
     picked
 }
 
-/// Learns a prior: a wider search (budget `LEARN_BUDGET`, uniform prior) on the tensors of
+/// Learns a prior: a wider search (budget `LEARN_BUDGET`, spent whole; uniform prior) on the tensors of
 /// `learning_sample`, counting every production of each winning program in its context.
 /// `opts(i)` gives the search options of tensor `i`. Deterministic whatever the thread count.
 pub fn learn_prior(tensors: &[TensorView], opts: &(dyn Fn(usize) -> SearchOptions + Sync)) -> Result<Prior> {
@@ -684,7 +686,7 @@ pub fn learn_prior(tensors: &[TensorView], opts: &(dyn Fn(usize) -> SearchOption
     let derivations: Vec<(usize, Vec<(f64, Derivation)>)> = picked
         .par_iter()
         .map(|&i| {
-            let o = SearchOptions { budget: LEARN_BUDGET, prior: uniform.clone(), stats: None, ..opts(i) };
+            let o = SearchOptions { budget: LEARN_BUDGET, patience: 0, prior: uniform.clone(), stats: None, ..opts(i) };
             Ok((i, learn_one(&tensors[i], &o)?))
         })
         .collect::<Result<_>>()?;
@@ -741,7 +743,7 @@ fn learn_one(t: &TensorView, opts: &SearchOptions) -> Result<Vec<(f64, Derivatio
     let (screen, rscreen) = screens(&sample, rsample.as_ref(), opts.screen_elems, block_align(t));
     let tctx = tensor_ctx(t, opts.depth, reference.is_some(), opts.decode_weight);
     let mut s = search::Search::new(&tctx, &opts.prior, screen.clone(), rscreen);
-    s.run(opts.budget);
+    s.run(opts.budget, opts.patience);
     let found = s.results(LEARN_PROGRAMS, false);
     drop(s);
     // The weights come from exact sizes on the full sample: the screen favours small tables.
