@@ -38,6 +38,18 @@ impl Level {
         }
     }
 
+    /// Expansions for a tensor of `elems` elements, from the caller's budget. At `fast` a
+    /// tensor smaller than the screen gets a share of the budget in proportion (at least an
+    /// eighth): the small tensors of a checkpoint (biases, norms) hold a few bytes in a
+    /// thousand of it, and searching them as long as the large ones took most of the search.
+    pub fn budget(self, budget: usize, elems: usize) -> usize {
+        let screen = self.screen_elems();
+        match self {
+            Level::Fast if elems < screen => (budget * elems / screen).max(budget / 8).max(1),
+            _ => budget,
+        }
+    }
+
     /// Elements of the screen on which the search runs.
     pub fn screen_elems(self) -> usize {
         match self {
@@ -72,6 +84,24 @@ impl Level {
             Level::Fast => 0.02,
             Level::Default => 0.0025,
             Level::Max => 0.0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_fast_shares_the_budget_out_by_tensor_size() {
+        let screen = Level::Fast.screen_elems();
+        assert_eq!(Level::Fast.budget(64, screen), 64);
+        assert_eq!(Level::Fast.budget(64, 10 * screen), 64);
+        assert_eq!(Level::Fast.budget(64, screen / 2), 32);
+        assert_eq!(Level::Fast.budget(64, 10), 8);
+        assert_eq!(Level::Fast.budget(1, 10), 1);
+        for l in [Level::Default, Level::Max] {
+            assert_eq!(l.budget(64, 10), 64);
         }
     }
 }

@@ -78,10 +78,11 @@ pub(crate) fn chunk_elems(opts: &Options, word_bits: u32) -> u64 {
 /// The search settings for one job.
 pub(crate) fn search_options(opts: &Options, j: &Job, prior: Arc<Prior>) -> SearchOptions {
     let level = opts.level;
+    let elems = j.bytes.len() / (j.word_bits / 8).max(1) as usize;
     SearchOptions {
         chunk_elems: chunk_elems(opts, j.word_bits) as usize,
         sample_elems: level.sample_elems(opts.sample_elems),
-        budget: opts.budget,
+        budget: level.budget(opts.budget, elems),
         patience: level.patience(),
         depth: opts.depth,
         prior,

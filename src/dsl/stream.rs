@@ -194,11 +194,21 @@ impl Stream {
         if bytes.len() % cb != 0 {
             return Err(Error::corrupt("byte length is not a multiple of the word size"));
         }
+        // Little-endian words are their bytes: one copy (a loop per word on other machines).
+        fn words<T: bytemuck::Pod + Default>(bytes: &[u8], from: impl Fn(&[u8]) -> T) -> Vec<T> {
+            if cfg!(target_endian = "little") {
+                let mut v = vec![T::default(); bytes.len() / std::mem::size_of::<T>()];
+                bytemuck::cast_slice_mut::<T, u8>(&mut v).copy_from_slice(bytes);
+                v
+            } else {
+                bytes.chunks_exact(std::mem::size_of::<T>()).map(from).collect()
+            }
+        }
         let data = match cb {
             1 => Data::U8(bytes.to_vec()),
-            2 => Data::U16(bytes.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect()),
-            4 => Data::U32(bytes.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect()),
-            _ => Data::U64(bytes.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect()),
+            2 => Data::U16(words(bytes, |c| u16::from_le_bytes([c[0], c[1]]))),
+            4 => Data::U32(words(bytes, |c| u32::from_le_bytes(c.try_into().unwrap()))),
+            _ => Data::U64(words(bytes, |c| u64::from_le_bytes(c.try_into().unwrap()))),
         };
         let s = Stream { ty, data };
         let m = ty.mask();

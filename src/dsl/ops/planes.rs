@@ -25,6 +25,14 @@ impl BytePlanes {
     }
 
     pub fn forward(&self, x: &Stream) -> Vec<Stream> {
+        // Two planes of a word of 9..=16 bits (a bf16/fp16 word): a plain loop over the slice each.
+        if let (Data::U16(d), 9..=16) = (&x.data, x.ty.bits) {
+            let sh = x.ty.bits - 8;
+            let low = ((1u32 << sh) - 1) as u16;
+            let hi = d.iter().map(|&v| (v >> sh) as u8).collect();
+            let lo = d.iter().map(|&v| (v & low) as u8).collect();
+            return vec![Stream { ty: Ty::u(8), data: Data::U8(hi) }, Stream { ty: Ty::u(sh), data: Data::U8(lo) }];
+        }
         Self::layout(x.ty.bits).into_iter().map(|(b, sh)| x.map_words(Ty::u(b), |v| v >> sh)).collect()
     }
 
