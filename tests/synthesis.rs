@@ -68,10 +68,12 @@ fn more_budget_is_not_worse_here_and_beats_budget_one() {
 #[test]
 fn same_archive_whatever_the_thread_count() {
     let f = checkpoint();
-    let one = brevis::compress(&f, &brevis::Options { threads: 1, ..Default::default() }).unwrap();
-    for threads in [2, 3] {
-        let other = brevis::compress(&f, &brevis::Options { threads, ..Default::default() }).unwrap();
-        assert!(one == other, "{threads} threads gave another archive");
+    for level in brevis::Level::ALL {
+        let one = brevis::compress(&f, &brevis::Options { threads: 1, level, ..Default::default() }).unwrap();
+        for threads in [2, 3] {
+            let other = brevis::compress(&f, &brevis::Options { threads, level, ..Default::default() }).unwrap();
+            assert!(one == other, "{threads} threads gave another archive at {}", level.name());
+        }
     }
 }
 
