@@ -23,3 +23,4 @@ while IFS= read -r f; do
   tot_o=$((tot_o+o)); tot_c=$((tot_c+c)); rm -f "$TMP/$b" "$TMP/$b.brv"
 done < <(find "$CORPUS" -name '*.safetensors' | sort)
 printf '%-45s %9.1f %9.2f %8s\n' TOTAL "$(echo "$tot_o/1000000" | bc -l)" "$(echo "100*$tot_c/$tot_o" | bc -l)" 76.82
+echo "exact: $tot_c of $tot_o bytes ($(echo "scale=4; 100*$tot_c/$tot_o" | bc)%)"
