@@ -502,12 +502,17 @@ fn golden_archive_damage_is_reported() {
 #[test]
 fn golden_v5_archive_covers_every_block_type() {
     let archive = golden_archive(5, "blocks.brv", &quant_file().0);
-    let a = brevis::Archive::open(&archive).unwrap();
-    for id in blocks::TYPES {
+    assert_block_programs(&brevis::Archive::open(&archive).unwrap(), &blocks::TYPES, "");
+}
+
+/// Tensor `blk.{id}.weight` of each type `id` is coded by `blocks({name}{suffix})` in two
+/// chunks or more.
+fn assert_block_programs(a: &brevis::Archive, types: &[u32], suffix: &str) {
+    for &id in types {
         let name = brevis::tensor::gguf::ggml_type(id).unwrap().name;
         let i = a.find(&format!("blk.{id}.weight")).unwrap();
         let p = a.info(i).unwrap().program.to_string();
-        assert!(p.starts_with(&format!("blocks({name})[")), "{name}: {p}");
+        assert!(p.starts_with(&format!("blocks({name}{suffix})[")), "{name}: {p}");
         assert!(a.index().tensors[i].chunks.len() >= 2, "{name}: one chunk");
     }
 }
@@ -519,13 +524,7 @@ fn golden_v6_archive_covers_packed_blocks_and_gathered_strings() {
     let (file, _) = packed_file();
     let archive = golden_archive(6, "packed.brv", &file);
     let a = brevis::Archive::open(&archive).unwrap();
-    for id in blocks::PACKED_TYPES {
-        let name = brevis::tensor::gguf::ggml_type(id).unwrap().name;
-        let i = a.find(&format!("blk.{id}.weight")).unwrap();
-        let p = a.info(i).unwrap().program.to_string();
-        assert!(p.starts_with(&format!("blocks({name}, packed)[")), "{name}: {p}");
-        assert!(a.index().tensors[i].chunks.len() >= 2, "{name}: one chunk");
-    }
+    assert_block_programs(&a, &blocks::PACKED_TYPES, ", packed");
     let (model, found) = stored_residue_in_meta(&archive, &a.index().residue);
     assert_eq!(model, brevis::container::header_model::GGUF_STRINGS);
     assert!(found, "the meta does not hold the residue in model 2");
