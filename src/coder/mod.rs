@@ -31,10 +31,17 @@ pub(crate) fn log2_approx(x: f64) -> f64 {
 
 /// Counts of each symbol below `alphabet`. Four partial counts, so that runs of one symbol (a
 /// skewed source) do not wait on each other's increments; chunks keep the u32 partials from
-/// overflowing.
+/// overflowing. The partials are a per-thread buffer, left zeroed after each call: a 16-bit
+/// alphabet's megabyte is not allocated (and faulted in) again for every sample the search codes.
 pub(crate) fn symbol_counts(symbols: &[u16], alphabet: usize) -> Vec<u64> {
+    thread_local! {
+        static PARTS: std::cell::Cell<Vec<[u32; 4]>> = const { std::cell::Cell::new(Vec::new()) };
+    }
     let mut total = vec![0u64; alphabet];
-    let mut part = vec![[0u32; 4]; alphabet];
+    let mut part = PARTS.take();
+    if part.len() < alphabet {
+        part.resize(alphabet, [0; 4]);
+    }
     for chunk in symbols.chunks(1 << 30) {
         let mut quads = chunk.chunks_exact(4);
         for q in &mut quads {
@@ -51,6 +58,7 @@ pub(crate) fn symbol_counts(symbols: &[u16], alphabet: usize) -> Vec<u64> {
             *p = [0; 4];
         }
     }
+    PARTS.set(part);
     total
 }
 
@@ -110,6 +118,63 @@ pub fn pack(values: impl Iterator<Item = u64>, bits: u32, out: &mut Vec<u8>) {
         w.put(v, bits);
     }
     w.finish();
+}
+
+/// [`pack`] of byte values of `bits` bits (1..=8, values below `2^bits`): eight values at a
+/// time, gathered into `bits` bytes by three steps of shifts and masks (the same bytes).
+pub fn pack_u8(values: &[u8], bits: u32, out: &mut Vec<u8>) {
+    debug_assert!((1..=8).contains(&bits));
+    #[inline(always)]
+    fn gather(x: u64, bits: u32) -> u64 {
+        let y = (x & 0x00FF_00FF_00FF_00FF) | ((x & 0xFF00_FF00_FF00_FF00) >> (8 - bits));
+        let z = (y & 0x0000_FFFF_0000_FFFF) | ((y & 0xFFFF_0000_FFFF_0000) >> (16 - 2 * bits));
+        (z & 0xFFFF_FFFF) | ((z >> 32) << (4 * bits))
+    }
+    let (start, len) = (out.len(), packed_len(values.len(), bits));
+    // Each group of eight is stored as eight bytes, of which the next group overwrites all but
+    // the first `bits`: room for the last store, cut off at the end.
+    out.resize(start + len + 8, 0);
+    let dst = &mut out[start..];
+    let mut at = 0;
+    let mut groups = values.chunks_exact(8);
+    for g in &mut groups {
+        let x = gather(u64::from_le_bytes(g.try_into().expect("8 values")), bits);
+        dst[at..at + 8].copy_from_slice(&x.to_le_bytes());
+        at += bits as usize;
+    }
+    let mut last = [0u8; 8];
+    last[..groups.remainder().len()].copy_from_slice(groups.remainder());
+    dst[at..at + 8].copy_from_slice(&gather(u64::from_le_bytes(last), bits).to_le_bytes());
+    out.truncate(start + len);
+}
+
+/// [`pack`] of 16-bit values of `bits` bits (9..=16, values below `2^bits`): eight values at
+/// a time, as two groups of four gathered by two steps of shifts and masks (the same bytes).
+pub fn pack_u16(values: &[u16], bits: u32, out: &mut Vec<u8>) {
+    debug_assert!((9..=16).contains(&bits));
+    #[inline(always)]
+    fn gather(v: &[u16], bits: u32) -> u64 {
+        let x = v.iter().rev().fold(0u64, |a, &w| a << 16 | w as u64);
+        let y = (x & 0x0000_FFFF_0000_FFFF) | ((x & 0xFFFF_0000_FFFF_0000) >> (16 - bits));
+        (y & 0xFFFF_FFFF) | ((y >> 32) << (2 * bits))
+    }
+    let (start, len) = (out.len(), packed_len(values.len(), bits));
+    out.resize(start + len + 16, 0);
+    let dst = &mut out[start..];
+    let mut at = 0;
+    let mut put = |v: &[u16], at: &mut usize| {
+        let x = gather(&v[..4], bits) as u128 | (gather(&v[4..], bits) as u128) << (4 * bits);
+        dst[*at..*at + 16].copy_from_slice(&x.to_le_bytes());
+        *at += bits as usize;
+    };
+    let mut groups = values.chunks_exact(8);
+    for g in &mut groups {
+        put(g, &mut at);
+    }
+    let mut last = [0u16; 8];
+    last[..groups.remainder().len()].copy_from_slice(groups.remainder());
+    put(&last, &mut at);
+    out.truncate(start + len);
 }
 
 /// Bytes used by `n` values packed at `bits` bits.
@@ -173,6 +238,27 @@ mod tests {
             pack(vals.iter().copied(), bits, &mut out);
             assert_eq!(out, w.finish(), "bits {bits} n {n}");
             assert_eq!(out.len(), packed_len(n, bits));
+        }
+    }
+
+    /// The byte and 16-bit packers write what `pack` writes, after bytes already in `out`.
+    #[test]
+    fn word_packers_match_pack() {
+        for (bits, n, vals) in packing_cases().filter(|c| c.0 <= 16) {
+            for n in [n, n + 5, 4096 + 3] {
+                let vals: Vec<u64> = (0..n)
+                    .map(|i| vals.get(i).copied().unwrap_or(i as u64 * 2_654_435_761) & ((1 << bits) - 1))
+                    .collect();
+                let mut want = vec![7u8];
+                pack(vals.iter().copied(), bits, &mut want);
+                let mut out = vec![7u8];
+                if bits <= 8 {
+                    pack_u8(&vals.iter().map(|&v| v as u8).collect::<Vec<_>>(), bits, &mut out);
+                } else {
+                    pack_u16(&vals.iter().map(|&v| v as u16).collect::<Vec<_>>(), bits, &mut out);
+                }
+                assert_eq!(out, want, "bits {bits} n {n}");
+            }
         }
     }
 }

@@ -153,6 +153,14 @@ fn encode_chunk(j: &Job, program: &Node, (_, s, e): Work, len: u64) -> Result<Co
     let at = (j.offset + s as u64) as usize;
     let blocks = hash::blocks_in(at, at + (e - s), len as usize);
     let mut sums = vec![[0u64; 8]; blocks.len()];
+    // The programs of most 16-bit float tensors code straight from the bytes (dsl::fused).
+    if !program.uses_reference() && dsl::fused::applies(program, ty) {
+        let checksum = j.bytes.with_read(s, e, |b| {
+            hash::piece_sums(b, at, len as usize, &mut sums);
+            dsl::fused::encode_from(program, ty, b, &mut payload).map(|_| xxh3_64(b))
+        })??;
+        return Ok(Coded { payload, checksum: Some(checksum), sums: (blocks.start, sums) });
+    }
     let (stream, checksum) = j.bytes.with_read(s, e, |b| {
         hash::piece_sums(b, at, len as usize, &mut sums);
         Ok::<_, Error>((dsl::Stream::from_le_bytes(ty, b)?, xxh3_64(b)))

@@ -105,12 +105,17 @@ impl Lanes {
         if x.ty.bits > 16 {
             return Err(Error::invalid("lanes leaf over words wider than 16 bits"));
         }
+        self.encode_symbols(&x.u16_symbols(), out)
+    }
+
+    /// [`Lanes::encode`] of the words `x` of a stream of at most 16 bits.
+    pub fn encode_symbols(&self, x: &[u16], out: &mut Vec<u8>) -> Result<()> {
         if x.is_empty() {
             return Ok(());
         }
         match self.ctx {
-            LanesCtx::Interleaved(ctx) => lanes::encode(&x.u16_symbols(), ctx, out),
-            LanesCtx::Adjacent => lanes::encode(&to_runs(&x.u16_symbols()), lanes::Ctx::Prev, out),
+            LanesCtx::Interleaved(ctx) => lanes::encode(x, ctx, out),
+            LanesCtx::Adjacent => lanes::encode(&to_runs(x), lanes::Ctx::Prev, out),
         }
     }
 

@@ -38,7 +38,8 @@ pub fn pack_stream(x: &Stream, out: &mut Vec<u8>) {
         (Data::U16(d), 16) => return out.extend(d.iter().flat_map(|v| v.to_le_bytes())),
         (Data::U32(d), 32) => return out.extend(d.iter().flat_map(|v| v.to_le_bytes())),
         (Data::U64(d), 64) => return out.extend(d.iter().flat_map(|v| v.to_le_bytes())),
-        (Data::U8(d), 1 | 2 | 4) => return pack_small(d, bits, out),
+        (Data::U8(d), 1..=7) => return coder::pack_u8(d, bits, out),
+        (Data::U16(d), 9..=15) => return coder::pack_u16(d, bits, out),
         _ => {}
     }
     match &x.data {
@@ -46,34 +47,6 @@ pub fn pack_stream(x: &Stream, out: &mut Vec<u8>) {
         Data::U16(d) => coder::pack(d.iter().map(|&v| v as u64), bits, out),
         Data::U32(d) => coder::pack(d.iter().map(|&v| v as u64), bits, out),
         Data::U64(d) => coder::pack(d.iter().copied(), bits, out),
-    }
-}
-
-/// Packs words of 1, 2 or 4 bits (a divisor of 8), `8 / bits` to a byte, LSB first: eight words
-/// at a time as one u64 whose bytes are gathered by shifts and masks.
-fn pack_small(d: &[u8], bits: u32, out: &mut Vec<u8>) {
-    let per = (8 / bits) as usize;
-    out.reserve(d.len().div_ceil(per));
-    let mut it = d.chunks_exact(8);
-    for c in &mut it {
-        let x = u64::from_le_bytes(c.try_into().expect("8 bytes"));
-        match bits {
-            1 => out.push(((x & 0x0101_0101_0101_0101).wrapping_mul(0x0102_0408_1020_4080) >> 56) as u8),
-            2 => {
-                let t = (x | (x >> 6)) & 0x00ff_00ff_00ff_00ff;
-                let t = (t | (t >> 12)) & 0x0000_00ff_0000_00ff;
-                out.extend_from_slice(&[t as u8, (t >> 32) as u8]);
-            }
-            _ => {
-                let t = (x | (x >> 4)) & 0x00ff_00ff_00ff_00ff;
-                let t = (t | (t >> 8)) & 0x0000_ffff_0000_ffff;
-                let t = (t | (t >> 16)) & 0xffff_ffff;
-                out.extend_from_slice(&(t as u32).to_le_bytes());
-            }
-        }
-    }
-    for c in it.remainder().chunks(per) {
-        out.push(c.iter().enumerate().fold(0u8, |acc, (j, &v)| acc | (v << (j as u32 * bits))));
     }
 }
 
