@@ -94,6 +94,7 @@ use crate::coder::bitio::{put_varint, BitWriter, Bits32, ByteReader};
 use crate::coder::{counts_cost, log2_approx};
 use crate::error::{Error, Result};
 use crate::simd::Level;
+use std::cell::Cell;
 
 /// Context of a lanes block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -1074,10 +1075,10 @@ struct Encoder<'a> {
 impl Encoder<'_> {
     /// The entry of every symbol (`class * ranks + rank`), and the escape indices in symbol
     /// order: table lookups ahead of the state machine, so that it does nothing else.
-    fn entries<const CTX: bool>(&self, escapes: &mut Vec<u16>) -> Vec<u16> {
+    fn entries<const CTX: bool>(&self, idx: &mut Vec<u16>, escapes: &mut Vec<u16>) {
         let (rank_of, class_of, ranks) = (&self.rank_of[..], &self.class_of, self.ranks);
         let rank = |s: u16| rank_of[s as usize] as usize;
-        let mut idx = Vec::with_capacity(self.symbols.len());
+        idx.clear();
         let d = self.d.min(self.symbols.len());
         let head = &self.symbols[..d];
         let cls = |p: u16| if CTX { class_of[rank(p)] as usize * ranks } else { 0 };
@@ -1110,15 +1111,21 @@ impl Encoder<'_> {
                 }
             }
         }
-        idx
     }
 
     /// Codes every symbol, last first: the tail `full..n` (scalar), then the whole steps, lanes
     /// 31 down to 0 within a step (AVX-512 at that `level`, else scalar; the same words, in the
     /// same order, and the same states).
     fn run<const STORE: bool, const CTX: bool>(&self, level: Level, coded: &mut Coded) {
+        let mut idx = ENTRIES.take();
+        self.entries::<CTX>(&mut idx, &mut coded.escapes);
+        self.steps::<STORE>(level, &idx, coded);
+        ENTRIES.set(idx);
+    }
+
+    /// The state machine over the entry indices `idx` of every symbol (see [`Encoder::run`]).
+    fn steps<const STORE: bool>(&self, level: Level, idx: &[u16], coded: &mut Coded) {
         let n = self.symbols.len();
-        let idx = self.entries::<CTX>(&mut coded.escapes);
         let (enc, shift) = (&self.enc[..], self.shift);
         // (A maximum, which vectorizes, rather than `all`, which stops early and does not.)
         assert!(n == 0 || (idx.iter().fold(0, |m, &e| m.max(e)) as usize) < enc.len());
@@ -1152,6 +1159,15 @@ impl Encoder<'_> {
     }
 }
 
+thread_local! {
+    /// The encoder's entry indices, and its words, reused from block to block (a chunk's
+    /// megabytes are not allocated and faulted in again for each).
+    static ENTRIES: Cell<Vec<u16>> = const { Cell::new(Vec::new()) };
+    static WORDS: Cell<Vec<u16>> = const { Cell::new(Vec::new()) };
+}
+
+/// Runs the encoder: `Coded::words` holds at least `symbols.len() + 1` words (the first
+/// `nwords` written) when `STORE`; give it back with [`recycle`].
 fn run_encoder<const STORE: bool>(level: Level, symbols: &[u16], model: &Model, d: usize) -> Coded {
     let n = symbols.len();
     let ranks = model.ranks();
@@ -1193,17 +1209,25 @@ fn run_encoder<const STORE: bool>(level: Level, symbols: &[u16], model: &Model, 
     };
     let mut coded = Coded {
         states: [L; LANES],
-        words: if STORE { vec![0u16; n + 1] } else { Vec::new() },
+        words: if STORE { WORDS.take() } else { Vec::new() },
         nwords: 0,
         escapes: Vec::new(),
     };
+    if STORE && coded.words.len() < n + 1 {
+        // (Only grown: the words of earlier blocks need no clearing, every one read is written.)
+        coded.words.resize(n + 1, 0);
+    }
     if k > 1 {
         e.run::<STORE, true>(level, &mut coded);
     } else {
         e.run::<STORE, false>(level, &mut coded);
     }
-    coded.words.truncate(coded.nwords);
     coded
+}
+
+/// Gives the words of a [`run_encoder`] back for the next block.
+fn recycle(coded: Coded) {
+    WORDS.set(coded.words);
 }
 
 /// The encoder's state machine on whole steps in AVX-512: two vectors of sixteen states, lanes
@@ -1400,9 +1424,10 @@ fn write_block(level: Level, symbols: &[u16], plan: &Plan, d: usize, out: &mut V
     }
     let start = out.len();
     out.resize(start + 2 * coded.nwords, 0);
-    for (dst, &wd) in out[start..].chunks_exact_mut(2).zip(coded.words.iter().rev()) {
+    for (dst, &wd) in out[start..].chunks_exact_mut(2).zip(coded.words[..coded.nwords].iter().rev()) {
         dst.copy_from_slice(&wd.to_le_bytes());
     }
+    recycle(coded);
 }
 
 /// Exact encoded size in bytes (what [`encode`] would append): the same choices and state

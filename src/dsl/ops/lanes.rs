@@ -27,22 +27,29 @@ pub struct Lanes {
 }
 
 thread_local! {
-    /// Symbols in coded order, for [`LanesCtx::Adjacent`].
+    /// Symbols in coded order, for [`LanesCtx::Adjacent`] (decoded, or to encode).
     static RUNS: Cell<Vec<u16>> = const { Cell::new(Vec::new()) };
 }
 
 /// The coded order of [`LanesCtx::Adjacent`]: `y[32 t + j] = x[r j + t]`, `r = n / 32`, then
 /// the last `n - 32 r` words.
 fn to_runs(x: &[u16]) -> Vec<u16> {
+    let mut y = Vec::new();
+    to_runs_into(x, &mut y);
+    y
+}
+
+/// [`to_runs`] into `y` (resized to `x.len()`).
+fn to_runs_into(x: &[u16], y: &mut Vec<u16>) {
     let (n, r) = (x.len(), x.len() / lanes::LANES);
-    let mut y = vec![0u16; n];
+    // (Every word is written below: a reused buffer needs no clearing.)
+    y.resize(n, 0);
     for (j, run) in x[..lanes::LANES * r].chunks_exact(r.max(1)).enumerate() {
         for (t, &v) in run.iter().enumerate() {
             y[lanes::LANES * t + j] = v;
         }
     }
     y[lanes::LANES * r..].copy_from_slice(&x[lanes::LANES * r..]);
-    y
 }
 
 /// The inverse of [`to_runs`], into `x` (as long as `y`), in blocks of 16 steps (1 KiB of `y`)
@@ -115,7 +122,13 @@ impl Lanes {
         }
         match self.ctx {
             LanesCtx::Interleaved(ctx) => lanes::encode(x, ctx, out),
-            LanesCtx::Adjacent => lanes::encode(&to_runs(x), lanes::Ctx::Prev, out),
+            LanesCtx::Adjacent => {
+                let mut y = RUNS.take();
+                to_runs_into(x, &mut y);
+                let done = lanes::encode(&y, lanes::Ctx::Prev, out);
+                RUNS.set(y);
+                done
+            }
         }
     }
 
