@@ -278,13 +278,8 @@ pub fn encode(symbols: &[u16], out: &mut Vec<u8>) {
     if symbols.is_empty() {
         return;
     }
-    let mut counts = vec![0u64; ALPHABET];
-    for &s in symbols {
-        counts[s as usize] += 1;
-    }
-    let hist: Vec<(u16, u64)> =
-        counts.iter().enumerate().filter(|&(_, &c)| c > 0).map(|(s, &c)| (s as u16, c)).collect();
-    let plan = plan(&hist);
+    let alphabet = symbols.iter().fold(0, |m, &s| m.max(s)) as usize + 1;
+    let plan = plan(&super::used_counts(symbols, alphabet));
 
     let mut w = BitWriter::new();
     w.gamma(plan.syms.len() as u64);
@@ -357,10 +352,7 @@ pub fn encoded_len(symbols: &[u16]) -> usize {
         return 0;
     }
     let alphabet = symbols.iter().fold(0, |m, &s| m.max(s)) as usize + 1;
-    let counts = super::symbol_counts(symbols, alphabet);
-    let hist: Vec<(u16, u64)> =
-        counts.iter().enumerate().filter(|&(_, &c)| c > 0).map(|(s, &c)| (s as u16, c)).collect();
-    plan(&hist).bits.div_ceil(8) as usize
+    plan(&super::used_counts(symbols, alphabet)).bits.div_ceil(8) as usize
 }
 
 /// Counts the bits read from a `BitReader` so the code stream can start mid-byte.

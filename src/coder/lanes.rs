@@ -687,16 +687,7 @@ fn max_symbol(symbols: &[u16]) -> u16 {
 
 /// Histogram of `symbols` (at least one): used symbols ascending with their counts.
 fn histogram(symbols: &[u16]) -> Vec<(u16, u64)> {
-    let alphabet = max_symbol(symbols) as usize + 1;
-    if symbols.len() < 1 << 14 {
-        let mut c = vec![0u32; alphabet];
-        for &s in symbols {
-            c[s as usize] += 1;
-        }
-        return c.iter().enumerate().filter(|x| *x.1 > 0).map(|(s, &c)| (s as u16, c as u64)).collect();
-    }
-    let total = crate::coder::symbol_counts(symbols, alphabet);
-    total.iter().enumerate().filter(|x| *x.1 > 0).map(|(s, &c)| (s as u16, c)).collect()
+    crate::coder::used_counts(symbols, max_symbol(symbols) as usize + 1)
 }
 
 /// Highest precision for `k` classes.

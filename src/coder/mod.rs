@@ -29,15 +29,17 @@ pub(crate) fn log2_approx(x: f64) -> f64 {
     e as f64 + ln * std::f64::consts::LOG2_E
 }
 
-/// Counts of each symbol below `alphabet`. Four partial counts, so that runs of one symbol (a
-/// skewed source) do not wait on each other's increments; chunks keep the u32 partials from
-/// overflowing. The partials are a per-thread buffer, left zeroed after each call: a 16-bit
-/// alphabet's megabyte is not allocated (and faulted in) again for every sample the search codes.
-pub(crate) fn symbol_counts(symbols: &[u16], alphabet: usize) -> Vec<u64> {
-    thread_local! {
-        static PARTS: std::cell::Cell<Vec<[u32; 4]>> = const { std::cell::Cell::new(Vec::new()) };
-    }
-    let mut total = vec![0u64; alphabet];
+thread_local! {
+    /// Four partial counts per symbol, left zeroed after each use (see [`symbol_counts`]).
+    static PARTS: std::cell::Cell<Vec<[u32; 4]>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// Runs `f` on the counts of `symbols` (all below `alphabet`), as four partials per symbol, then
+/// clears them. Four partials, so that runs of one symbol (a skewed source) do not wait on each
+/// other's increments; chunks keep the u32 partials from overflowing (`f` runs once per chunk).
+/// The partials are a per-thread buffer: a 16-bit alphabet's megabyte is not allocated (and
+/// faulted in) again for every sample the search codes.
+fn with_counts(symbols: &[u16], alphabet: usize, mut f: impl FnMut(&mut [[u32; 4]])) {
     let mut part = PARTS.take();
     if part.len() < alphabet {
         part.resize(alphabet, [0; 4]);
@@ -53,13 +55,51 @@ pub(crate) fn symbol_counts(symbols: &[u16], alphabet: usize) -> Vec<u64> {
         for &s in quads.remainder() {
             part[s as usize][0] += 1;
         }
+        f(&mut part[..alphabet]);
+    }
+    PARTS.set(part);
+}
+
+/// Counts of each symbol below `alphabet` (every symbol is).
+pub(crate) fn symbol_counts(symbols: &[u16], alphabet: usize) -> Vec<u64> {
+    let mut total = vec![0u64; alphabet];
+    with_counts(symbols, alphabet, |part| {
         for (t, p) in total.iter_mut().zip(part.iter_mut()) {
             *t += p.iter().map(|&x| x as u64).sum::<u64>();
             *p = [0; 4];
         }
-    }
-    PARTS.set(part);
+    });
     total
+}
+
+/// The used symbols below `alphabet` (every symbol is), ascending, with their counts: what
+/// [`symbol_counts`] holds, without its dense array.
+pub(crate) fn used_counts(symbols: &[u16], alphabet: usize) -> Vec<(u16, u64)> {
+    let mut used: Vec<(u16, u64)> = Vec::new();
+    let mut first = true;
+    with_counts(symbols, alphabet, |part| {
+        let mut k = 0;
+        for (s, p) in part.iter_mut().enumerate() {
+            if *p != [0; 4] {
+                let c = p.iter().map(|&x| x as u64).sum::<u64>();
+                *p = [0; 4];
+                // (A later chunk adds to the symbols of the first, in the same order, or new ones.)
+                if first {
+                    used.push((s as u16, c));
+                } else {
+                    while k < used.len() && used[k].0 < s as u16 {
+                        k += 1;
+                    }
+                    match used.get_mut(k) {
+                        Some(u) if u.0 == s as u16 => u.1 += c,
+                        _ => used.insert(k, (s as u16, c)),
+                    }
+                }
+            }
+        }
+        first = false;
+    });
+    used
 }
 
 /// Estimated cost in bits of coding counts `c` (in symbol order; zeros are skipped) with their
@@ -238,6 +278,24 @@ mod tests {
             pack(vals.iter().copied(), bits, &mut out);
             assert_eq!(out, w.finish(), "bits {bits} n {n}");
             assert_eq!(out.len(), packed_len(n, bits));
+        }
+    }
+
+    /// `used_counts` holds the nonzero `symbol_counts`, for skewed, flat and empty sources.
+    #[test]
+    fn used_counts_are_the_nonzero_symbol_counts() {
+        for (n, alphabet) in [(0usize, 1usize), (5, 3), (1000, 40), (100_000, 65_536), (70_001, 300)] {
+            let symbols: Vec<u16> =
+                (0..n).map(|i| ((i * i * 7 + i / 3) % alphabet) as u16 & if i % 3 == 0 { 0 } else { 0xFFFF }).collect();
+            let want: Vec<(u16, u64)> = symbol_counts(&symbols, alphabet)
+                .iter()
+                .enumerate()
+                .filter(|c| *c.1 > 0)
+                .map(|(s, &c)| (s as u16, c))
+                .collect();
+            assert_eq!(used_counts(&symbols, alphabet), want, "n {n}");
+            // The buffer is left clear for the next call.
+            assert_eq!(used_counts(&symbols, alphabet), want, "n {n} again");
         }
     }
 

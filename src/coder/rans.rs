@@ -254,8 +254,7 @@ enum BucketHists {
 
 /// Histogram of each bucket: symbol `i` falls in bucket `bucket_of[cv[i]] < nb`.
 fn bucket_hists(symbols: &[u16], cv: &[u16], bucket_of: &[u8], nb: usize, alphabet: usize) -> BucketHists {
-    let total = super::symbol_counts(symbols, alphabet);
-    let used: Vec<u16> = (0..alphabet).filter(|&s| total[s] > 0).map(|s| s as u16).collect();
+    let used: Vec<u16> = super::used_counts(symbols, alphabet).iter().map(|u| u.0).collect();
     let u = used.len();
     if u <= DENSE_SYMBOLS && symbols.len() <= u32::MAX as usize {
         let mut rank = vec![0u32; alphabet];
@@ -341,10 +340,6 @@ fn merge_buckets<H>(
     (hists, first)
 }
 
-fn sparse(counts: &[u64]) -> Vec<(u16, u64)> {
-    counts.iter().enumerate().filter(|c| *c.1 > 0).map(|(s, &c)| (s as u16, c)).collect()
-}
-
 /// The contexts of a block: thresholds on the context value, the table of every symbol (empty
 /// with one table) and each table's histogram.
 struct Contexts {
@@ -383,7 +378,7 @@ fn choose_contexts(symbols: &[u16], ctx: Ctx, alphabet: usize) -> Contexts {
     let single = |symbols: &[u16]| Contexts {
         thresholds: Vec::new(),
         table_of: Vec::new(),
-        hists: vec![sparse(&super::symbol_counts(symbols, alphabet))],
+        hists: vec![super::used_counts(symbols, alphabet)],
     };
     if matches!(ctx, Ctx::None) || n < 4096 {
         return single(symbols);

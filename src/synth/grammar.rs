@@ -437,7 +437,15 @@ const LZ_OPTIMISM: f64 = 0.15;
 /// (Order-0 entropy plus about 6 bits of table per used symbol and the coder's fixed part,
 /// order-0 entropy alone), in bytes, of values below 2^bits.
 fn entropy_with_tables(bits: u32, vals: impl Iterator<Item = u64>) -> (f64, f64) {
-    let mut hist = vec![0u32; 1usize << bits];
+    thread_local! {
+        /// The counts, left zeroed after each use: the search estimates thousands of streams,
+        /// and a 16-bit alphabet's table is not allocated (and faulted in) for each.
+        static HIST: std::cell::Cell<Vec<u32>> = const { std::cell::Cell::new(Vec::new()) };
+    }
+    let mut hist = HIST.take();
+    if hist.len() < 1 << bits {
+        hist.resize(1 << bits, 0);
+    }
     let mut n = 0usize;
     for v in vals {
         hist[v as usize] += 1;
@@ -446,11 +454,13 @@ fn entropy_with_tables(bits: u32, vals: impl Iterator<Item = u64>) -> (f64, f64)
     let nf = n as f64;
     let mut bitsum = 0.0;
     let mut used = 0usize;
-    for &c in &hist {
-        if c > 0 {
+    for c in &mut hist[..1 << bits] {
+        if *c > 0 {
             used += 1;
-            bitsum += c as f64 * (nf / c as f64).log2();
+            bitsum += *c as f64 * (nf / *c as f64).log2();
+            *c = 0;
         }
     }
+    HIST.set(hist);
     ((bitsum + 6.0 * used as f64) / 8.0 + 20.0, bitsum / 8.0)
 }
