@@ -834,14 +834,35 @@ fn plan_ctx(symbols: &[u16], hist: &[(u16, u64)], base: Plan, d: usize) -> Plan 
     let spec0 = &base.spec.clone().expect("two symbols or more");
     let alphabet = hist.last().map_or(0, |h| h.0 as usize + 1);
     let rank_of = rank_table(model, alphabet);
-    // Counts per (context rank, rank).
-    let mut h2 = vec![0u32; ranks * ranks];
-    let mut add = |c: usize, s: u16| h2[c * ranks + rank_of[s as usize] as usize] += 1;
+    // Counts per (context rank, rank): partial counts while they stay small enough for the L2
+    // cache (runs of one pair do not wait on each other's increments), merged into the first;
+    // in a per-thread buffer (up to a megabyte, not allocated and faulted in for each block).
+    let cells = ranks * ranks;
+    let copies = match cells {
+        0..=4096 => 4,
+        4097..=65536 => 2,
+        _ => 1,
+    };
+    let mut buf = H2.take();
+    buf.clear();
+    buf.resize(copies * cells, 0);
+    let h2 = &mut buf[..];
+    let rank: Vec<u32> = rank_of.iter().map(|&r| r as u32).collect();
+    let row_of: Vec<u32> = rank.iter().map(|&r| r * ranks as u32).collect();
     for &s in &symbols[..d] {
-        add(0, s);
+        h2[rank[s as usize] as usize] += 1;
     }
-    for (&p, &s) in symbols.iter().zip(&symbols[d..]) {
-        add(rank_of[p as usize] as usize, s);
+    let (prev, cur) = (&symbols[..n - d], &symbols[d..]);
+    match copies {
+        4 => count_pairs::<4>(h2, cells, prev, cur, &row_of, &rank),
+        2 => count_pairs::<2>(h2, cells, prev, cur, &row_of, &rank),
+        _ => count_pairs::<1>(h2, cells, prev, cur, &row_of, &rank),
+    }
+    let (h2, rest) = h2.split_at_mut(cells);
+    for other in rest.chunks_exact(cells) {
+        for (a, &b) in h2.iter_mut().zip(other) {
+            *a += b;
+        }
     }
     let row = |c: usize| &h2[c * ranks..(c + 1) * ranks];
     // Quantile buckets of the context rank, then merges of neighbours while the estimate shrinks.
@@ -869,6 +890,7 @@ fn plan_ctx(symbols: &[u16], hist: &[(u16, u64)], base: Plan, d: usize) -> Plan 
             h
         })
         .collect();
+    H2.set(buf);
     // Each bucket's cost and the cost change of merging it with the next, updated locally.
     let cost: Vec<f64> = hists.iter().map(|h| counts_cost(h.iter().copied())).collect();
     let merged_cost = |a: &[u64], b: &[u64]| {
@@ -938,6 +960,20 @@ fn plan_ctx(symbols: &[u16], hist: &[(u16, u64)], base: Plan, d: usize) -> Plan 
         }
     }
     best
+}
+
+/// Adds the pairs `(prev[i], cur[i])` to the context histogram `h2`, cell `row_of[p] +
+/// rank[s]` of partial count `i % C` (each `cells` long).
+fn count_pairs<const C: usize>(h2: &mut [u32], cells: usize, prev: &[u16], cur: &[u16], row_of: &[u32], rank: &[u32]) {
+    let whole = cur.len() - cur.len() % C;
+    for (p, s) in prev[..whole].chunks_exact(C).zip(cur[..whole].chunks_exact(C)) {
+        for c in 0..C {
+            h2[c * cells + (row_of[p[c] as usize] + rank[s[c] as usize]) as usize] += 1;
+        }
+    }
+    for (&p, &s) in prev[whole..].iter().zip(&cur[whole..]) {
+        h2[(row_of[p as usize] + rank[s as usize]) as usize] += 1;
+    }
 }
 
 /// Rank of every symbol value below `alphabet` (escaped symbols: the escape's rank).
@@ -1068,37 +1104,59 @@ impl Encoder<'_> {
     /// order: table lookups ahead of the state machine, so that it does nothing else.
     fn entries<const CTX: bool>(&self, idx: &mut Vec<u16>, escapes: &mut Vec<u16>) {
         let (rank_of, class_of, ranks) = (&self.rank_of[..], &self.class_of, self.ranks);
-        let rank = |s: u16| rank_of[s as usize] as usize;
-        idx.clear();
-        let d = self.d.min(self.symbols.len());
-        let head = &self.symbols[..d];
-        let cls = |p: u16| if CTX { class_of[rank(p)] as usize * ranks } else { 0 };
-        let c0 = if CTX { class_of[0] as usize * ranks } else { 0 };
-        idx.extend(head.iter().map(|&s| (c0 + rank(s)) as u16));
-        idx.extend(self.symbols.iter().zip(&self.symbols[d..]).map(|(&p, &s)| (cls(p) + rank(s)) as u16));
-        if self.esc_rank != usize::MAX {
-            // Escaped symbols are those of rank `esc`, entries `class * ranks + esc`: a pass over
-            // the entries rather than the ranks again. Escapes are rare: without classes, runs of
-            // 16 entries are tested at once (it vectorizes) and searched only when they hold one.
-            let esc = self.esc_rank;
-            let mut push = |s: u16| escapes.push(self.esc_of.get(s as usize).copied().unwrap_or(0));
-            if CTX {
-                let is_esc: Vec<bool> = (0..self.enc.len()).map(|e| e % ranks == esc).collect();
-                for (&e, &s) in idx.iter().zip(self.symbols) {
-                    if is_esc[e as usize] {
-                        push(s);
-                    }
+        let n = self.symbols.len();
+        // (Every entry is written below: a reused buffer needs no clearing.)
+        idx.resize(n, 0);
+        let d = self.d.min(n);
+        // Entries are below `classes * ranks <= 2048`: the rank, and the class offset of each
+        // context symbol, as u16 tables of the alphabet.
+        let rank: Vec<u16> = rank_of.iter().map(|&r| r as u16).collect();
+        let c0 = if CTX { (class_of[0] as usize * ranks) as u16 } else { 0 };
+        // Escaped symbols are those of rank `esc`. Escapes are rare: runs of 16 symbols are
+        // tested at once, and searched only when they hold one.
+        let esc = if self.esc_rank == usize::MAX { u16::MAX } else { self.esc_rank as u16 };
+        let mut push = |s: u16| escapes.push(self.esc_of.get(s as usize).copied().unwrap_or(0));
+        let mut escaped = |sc: &[u16]| {
+            for &s in sc {
+                if rank[s as usize] == esc {
+                    push(s);
                 }
-            } else {
-                let esc = esc as u16;
-                for (ic, sc) in idx.chunks(16).zip(self.symbols.chunks(16)) {
-                    if ic.iter().fold(false, |a, &e| a | (e == esc)) {
-                        for (&e, &s) in ic.iter().zip(sc) {
-                            if e == esc {
-                                push(s);
-                            }
-                        }
-                    }
+            }
+        };
+        let (head, prev, cur) = (&self.symbols[..d], &self.symbols[..n - d], &self.symbols[d..]);
+        let (idx_head, idx_cur) = idx.split_at_mut(d);
+        for (oc, sc) in idx_head.chunks_mut(16).zip(head.chunks(16)) {
+            let mut hit = false;
+            for (o, &s) in oc.iter_mut().zip(sc) {
+                let r = rank[s as usize];
+                hit |= r == esc;
+                *o = c0 + r;
+            }
+            if hit {
+                escaped(sc);
+            }
+        }
+        if CTX {
+            let cls: Vec<u16> = rank_of.iter().map(|&r| (class_of[r as usize] as usize * ranks) as u16).collect();
+            for ((oc, pc), sc) in idx_cur.chunks_mut(16).zip(prev.chunks(16)).zip(cur.chunks(16)) {
+                let mut hit = false;
+                for ((o, &p), &s) in oc.iter_mut().zip(pc).zip(sc) {
+                    let r = rank[s as usize];
+                    hit |= r == esc;
+                    *o = cls[p as usize] + r;
+                }
+                if hit {
+                    escaped(sc);
+                }
+            }
+        } else {
+            for (o, &s) in idx_cur.iter_mut().zip(cur) {
+                *o = rank[s as usize];
+            }
+            // (Entries are ranks here: tested 16 at a time, it vectorizes.)
+            for (ic, sc) in idx_cur.chunks(16).zip(cur.chunks(16)) {
+                if ic.iter().fold(false, |a, &e| a | (e == esc)) {
+                    escaped(sc);
                 }
             }
         }
@@ -1151,6 +1209,8 @@ impl Encoder<'_> {
 }
 
 thread_local! {
+    /// The context histogram of [`plan_ctx`].
+    static H2: Cell<Vec<u32>> = const { Cell::new(Vec::new()) };
     /// The encoder's entry indices, and its words, reused from block to block (a chunk's
     /// megabytes are not allocated and faulted in again for each).
     static ENTRIES: Cell<Vec<u16>> = const { Cell::new(Vec::new()) };
