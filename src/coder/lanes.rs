@@ -834,63 +834,35 @@ fn plan_ctx(symbols: &[u16], hist: &[(u16, u64)], base: Plan, d: usize) -> Plan 
     let spec0 = &base.spec.clone().expect("two symbols or more");
     let alphabet = hist.last().map_or(0, |h| h.0 as usize + 1);
     let rank_of = rank_table(model, alphabet);
-    // Counts per (context rank, rank): partial counts while they stay small enough for the L2
-    // cache (runs of one pair do not wait on each other's increments), merged into the first;
-    // in a per-thread buffer (up to a megabyte, not allocated and faulted in for each block).
-    let cells = ranks * ranks;
-    let copies = match cells {
-        0..=4096 => 4,
-        4097..=65536 => 2,
-        _ => 1,
-    };
-    let mut buf = H2.take();
-    buf.clear();
-    buf.resize(copies * cells, 0);
-    let h2 = &mut buf[..];
-    let rank: Vec<u32> = rank_of.iter().map(|&r| r as u32).collect();
-    let row_of: Vec<u32> = rank.iter().map(|&r| r * ranks as u32).collect();
-    for &s in &symbols[..d] {
-        h2[rank[s as usize] as usize] += 1;
-    }
-    let (prev, cur) = (&symbols[..n - d], &symbols[d..]);
-    match copies {
-        4 => count_pairs::<4>(h2, cells, prev, cur, &row_of, &rank),
-        2 => count_pairs::<2>(h2, cells, prev, cur, &row_of, &rank),
-        _ => count_pairs::<1>(h2, cells, prev, cur, &row_of, &rank),
-    }
-    let (h2, rest) = h2.split_at_mut(cells);
-    for other in rest.chunks_exact(cells) {
-        for (a, &b) in h2.iter_mut().zip(other) {
-            *a += b;
-        }
-    }
-    let row = |c: usize| &h2[c * ranks..(c + 1) * ranks];
-    // Quantile buckets of the context rank, then merges of neighbours while the estimate shrinks.
-    let min_fill = (n / 64).max(512) as u64;
-    let mut starts: Vec<usize> = vec![0];
-    let mut fill = 0u64;
-    for c in 0..ranks {
-        let t: u64 = row(c).iter().map(|&x| x as u64).sum();
-        if t > 0 && fill >= min_fill {
-            starts.push(c);
-            fill = 0;
-        }
-        fill += t;
-    }
-    let mut hists: Vec<Vec<u64>> = starts
-        .iter()
-        .zip(starts.iter().skip(1).chain([&ranks]))
-        .map(|(&a, &b)| {
-            let mut h = vec![0u64; ranks];
-            for c in a..b {
-                for (x, &y) in h.iter_mut().zip(row(c)) {
-                    *x += y as u64;
-                }
+    let (mut starts, mut hists) = with_pair_counts(symbols, d, ranks, &rank_of, |h2| {
+        let row = |c: usize| &h2[c * ranks..(c + 1) * ranks];
+        // Quantile buckets of the context rank, then merges of neighbours while the estimate shrinks.
+        let min_fill = (n / 64).max(512) as u64;
+        let mut starts: Vec<usize> = vec![0];
+        let mut fill = 0u64;
+        for c in 0..ranks {
+            let t: u64 = row(c).iter().map(|&x| x as u64).sum();
+            if t > 0 && fill >= min_fill {
+                starts.push(c);
+                fill = 0;
             }
-            h
-        })
-        .collect();
-    H2.set(buf);
+            fill += t;
+        }
+        let hists: Vec<Vec<u64>> = starts
+            .iter()
+            .zip(starts.iter().skip(1).chain([&ranks]))
+            .map(|(&a, &b)| {
+                let mut h = vec![0u64; ranks];
+                for c in a..b {
+                    for (x, &y) in h.iter_mut().zip(row(c)) {
+                        *x += y as u64;
+                    }
+                }
+                h
+            })
+            .collect();
+        (starts, hists)
+    });
     // Each bucket's cost and the cost change of merging it with the next, updated locally.
     let cost: Vec<f64> = hists.iter().map(|h| counts_cost(h.iter().copied())).collect();
     let merged_cost = |a: &[u64], b: &[u64]| {
@@ -960,6 +932,43 @@ fn plan_ctx(symbols: &[u16], hist: &[(u16, u64)], base: Plan, d: usize) -> Plan 
         }
     }
     best
+}
+
+/// Runs `f` on the counts per (rank of symbol `i - d`, rank of symbol `i`), `ranks x ranks`
+/// (context rank 0 for `i < d`). Partial counts while they stay small enough for the L2 cache
+/// (runs of one pair do not wait on each other's increments), merged into the first; in a
+/// per-thread buffer (up to a megabyte, not allocated and faulted in for each block).
+fn with_pair_counts<R>(symbols: &[u16], d: usize, ranks: usize, rank_of: &[u8], f: impl FnOnce(&[u32]) -> R) -> R {
+    let n = symbols.len();
+    let cells = ranks * ranks;
+    let copies = match cells {
+        0..=4096 => 4,
+        4097..=65536 => 2,
+        _ => 1,
+    };
+    let mut buf = H2.take();
+    buf.clear();
+    buf.resize(copies * cells, 0);
+    let rank: Vec<u32> = rank_of.iter().map(|&r| r as u32).collect();
+    let row_of: Vec<u32> = rank.iter().map(|&r| r * ranks as u32).collect();
+    for &s in &symbols[..d] {
+        buf[rank[s as usize] as usize] += 1;
+    }
+    let (prev, cur) = (&symbols[..n - d], &symbols[d..]);
+    match copies {
+        4 => count_pairs::<4>(&mut buf, cells, prev, cur, &row_of, &rank),
+        2 => count_pairs::<2>(&mut buf, cells, prev, cur, &row_of, &rank),
+        _ => count_pairs::<1>(&mut buf, cells, prev, cur, &row_of, &rank),
+    }
+    let (h2, rest) = buf.split_at_mut(cells);
+    for other in rest.chunks_exact(cells) {
+        for (a, &b) in h2.iter_mut().zip(other) {
+            *a += b;
+        }
+    }
+    let r = f(h2);
+    H2.set(buf);
+    r
 }
 
 /// Adds the pairs `(prev[i], cur[i])` to the context histogram `h2`, cell `row_of[p] +
@@ -1209,7 +1218,7 @@ impl Encoder<'_> {
 }
 
 thread_local! {
-    /// The context histogram of [`plan_ctx`].
+    /// The context histogram of [`with_pair_counts`].
     static H2: Cell<Vec<u32>> = const { Cell::new(Vec::new()) };
     /// The encoder's entry indices, and its words, reused from block to block (a chunk's
     /// megabytes are not allocated and faulted in again for each).
