@@ -324,8 +324,10 @@ fn encode_part(p: &Node, words: &[u16], shift: u32, bits: u32, buf: &mut Vec<u16
     let field = |w: &u16| (w >> shift) & mask;
     match &p.op {
         Op::Raw(_) => super::leaf_payload(out, words.len(), |o| {
-            // A block of fields at a time (in L1), packed as `raw` packs its stream.
-            if bits <= 8 {
+            // A block of fields at a time (in L1), packed as `raw` packs its stream (which
+            // takes no bytes for fields of 0 bits).
+            if bits == 0 {
+            } else if bits <= 8 {
                 let mut block = [0u8; BLOCK];
                 for c in words.chunks(BLOCK) {
                     let b = &mut block[..c.len()];
