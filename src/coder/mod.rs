@@ -75,6 +75,13 @@ pub(crate) fn symbol_counts(symbols: &[u16], alphabet: usize) -> Vec<u64> {
 /// The used symbols below `alphabet` (every symbol is), ascending, with their counts: what
 /// [`symbol_counts`] holds, without its dense array.
 pub(crate) fn used_counts(symbols: &[u16], alphabet: usize) -> Vec<(u16, u64)> {
+    if symbols.len() < SPARSE_BELOW && alphabet > SPARSE_ALPHABET {
+        // A short block over a wide alphabet (a search's sample of 16-bit words): only the
+        // symbols seen are read back, rather than the whole alphabet.
+        let mut used = Vec::new();
+        with_seen(symbols, alphabet, |s, c| used.push((s, c as u64)));
+        return used;
+    }
     let mut used: Vec<(u16, u64)> = Vec::new();
     let mut first = true;
     with_counts(symbols, alphabet, |part| {
@@ -100,6 +107,37 @@ pub(crate) fn used_counts(symbols: &[u16], alphabet: usize) -> Vec<(u16, u64)> {
         first = false;
     });
     used
+}
+
+/// Blocks shorter than this over alphabets wider than [`SPARSE_ALPHABET`] are counted by
+/// [`with_seen`].
+pub(crate) const SPARSE_BELOW: usize = 1 << 14;
+pub(crate) const SPARSE_ALPHABET: usize = 1 << 12;
+
+/// Calls `f(symbol, count)` for every symbol of `symbols` (all below `alphabet`), ascending: the
+/// counts in a per-thread table (left zeroed), each symbol noted the first time it is seen, so
+/// that the work is the block's and its distinct symbols', not the alphabet's.
+pub(crate) fn with_seen(symbols: &[u16], alphabet: usize, mut f: impl FnMut(u16, u32)) {
+    thread_local! {
+        static ONE: std::cell::Cell<Vec<u32>> = const { std::cell::Cell::new(Vec::new()) };
+    }
+    let mut t = ONE.take();
+    if t.len() < alphabet {
+        t.resize(alphabet, 0);
+    }
+    let mut seen: Vec<u16> = Vec::new();
+    for &s in symbols {
+        let c = &mut t[s as usize];
+        if *c == 0 {
+            seen.push(s);
+        }
+        *c += 1;
+    }
+    seen.sort_unstable();
+    for s in seen {
+        f(s, std::mem::take(&mut t[s as usize]));
+    }
+    ONE.set(t);
 }
 
 /// Estimated cost in bits of coding counts `c` (in symbol order; zeros are skipped) with their
@@ -284,7 +322,7 @@ mod tests {
     /// `used_counts` holds the nonzero `symbol_counts`, for skewed, flat and empty sources.
     #[test]
     fn used_counts_are_the_nonzero_symbol_counts() {
-        for (n, alphabet) in [(0usize, 1usize), (5, 3), (1000, 40), (100_000, 65_536), (70_001, 300)] {
+        for (n, alphabet) in [(0usize, 1usize), (5, 3), (1000, 40), (100_000, 65_536), (70_001, 300), (8000, 65_536)] {
             let symbols: Vec<u16> =
                 (0..n).map(|i| ((i * i * 7 + i / 3) % alphabet) as u16 & if i % 3 == 0 { 0 } else { 0xFFFF }).collect();
             let want: Vec<(u16, u64)> = symbol_counts(&symbols, alphabet)
