@@ -116,7 +116,7 @@ pub(crate) const SPARSE_ALPHABET: usize = 1 << 12;
 
 /// Calls `f(symbol, count)` for every symbol of `symbols` (all below `alphabet`), ascending: the
 /// counts in a per-thread table (left zeroed), each symbol noted the first time it is seen, so
-/// that the work is the block's and its distinct symbols', not the alphabet's.
+/// that when they are few the work is the block's and theirs, not the alphabet's.
 pub(crate) fn with_seen(symbols: &[u16], alphabet: usize, mut f: impl FnMut(u16, u32)) {
     thread_local! {
         static ONE: std::cell::Cell<Vec<u32>> = const { std::cell::Cell::new(Vec::new()) };
@@ -133,9 +133,19 @@ pub(crate) fn with_seen(symbols: &[u16], alphabet: usize, mut f: impl FnMut(u16,
         }
         *c += 1;
     }
-    seen.sort_unstable();
-    for s in seen {
-        f(s, std::mem::take(&mut t[s as usize]));
+    if seen.len() * 64 <= alphabet {
+        seen.sort_unstable();
+        for s in seen {
+            f(s, std::mem::take(&mut t[s as usize]));
+        }
+    } else {
+        // Many distinct symbols (the low bits of floats): a scan of the table costs less than
+        // sorting them.
+        for (s, c) in t[..alphabet].iter_mut().enumerate() {
+            if *c > 0 {
+                f(s as u16, std::mem::take(c));
+            }
+        }
     }
     ONE.set(t);
 }

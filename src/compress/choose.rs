@@ -137,18 +137,12 @@ pub(crate) fn programs(
         Ok((Chosen { program: c.program, fixed: false, standalone_estimate: c.standalone_estimate }, c.finalists))
     };
     let mut slots: Vec<Option<(Chosen, Vec<Node>)>> = (0..jobs.len()).map(|_| None).collect();
-    // Largest tensors first, so that the small ones fill the gaps at the end of each pass (a
-    // search's cost grows with its sample, up to the sample size); each result goes to its slot.
-    let by_size = |mut v: Vec<usize>| {
-        v.sort_by_key(|&i| std::cmp::Reverse(jobs[i].bytes.len()));
-        v
-    };
-    let firsts: Vec<usize> = by_size((0..jobs.len()).filter(|&i| leader[i].is_none()).collect());
+    let firsts: Vec<usize> = (0..jobs.len()).filter(|&i| leader[i].is_none()).collect();
     let done = firsts.par_iter().map(|&i| choose_one(i, None)).collect::<Result<Vec<_>>>()?;
     for (&i, c) in firsts.iter().zip(done) {
         slots[i] = Some(c);
     }
-    let rest: Vec<usize> = by_size((0..jobs.len()).filter(|&i| leader[i].is_some()).collect());
+    let rest: Vec<usize> = (0..jobs.len()).filter(|&i| leader[i].is_some()).collect();
     let done = rest
         .par_iter()
         .map(|&i| choose_one(i, Some(&slots[leader[i].unwrap()].as_ref().expect("chosen in the first pass").1)))
