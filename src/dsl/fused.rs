@@ -469,8 +469,15 @@ mod tests {
                             assert!(applies(&p, Ty::u(16)), "{p}");
                             let mut want = vec![1u8, 2];
                             let want = p.encode_at(data, &[], None, 0, &mut want).map(|_| want);
+                            // From 2-byte aligned bytes (the words in place) and from
+                            // misaligned ones (a copy).
+                            let mut shifted = vec![0u8];
+                            shifted.extend(data.to_le_bytes());
+                            let mut again = vec![1u8, 2];
+                            let again = encode_from(&p, Ty::u(16), &shifted[1..], &mut again).map(|_| again);
                             let mut got = vec![1u8, 2];
                             let got = encode_from(&p, Ty::u(16), &data.to_le_bytes(), &mut got).map(|_| got);
+                            assert_eq!(again.as_ref().ok(), got.as_ref().ok(), "{p} n {n}, misaligned");
                             match (want, got) {
                                 (Ok(w), Ok(g)) => {
                                     assert!(w == g, "{p} n {n}");
