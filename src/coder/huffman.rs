@@ -278,7 +278,7 @@ pub fn encode(symbols: &[u16], out: &mut Vec<u8>) {
     if symbols.is_empty() {
         return;
     }
-    let alphabet = symbols.iter().fold(0, |m, &s| m.max(s)) as usize + 1;
+    let alphabet = super::alphabet_of(symbols);
     let plan = plan(&super::used_counts(symbols, alphabet));
 
     let mut w = BitWriter::new();
@@ -351,7 +351,7 @@ pub fn encoded_len(symbols: &[u16]) -> usize {
     if symbols.is_empty() {
         return 0;
     }
-    let alphabet = symbols.iter().fold(0, |m, &s| m.max(s)) as usize + 1;
+    let alphabet = super::alphabet_of(symbols);
     plan(&super::used_counts(symbols, alphabet)).bits.div_ceil(8) as usize
 }
 

@@ -679,15 +679,9 @@ struct Plan {
     est: f64,
 }
 
-/// Largest symbol (0 for none); a fold on values, which vectorizes (`max()` on references
-/// does not).
-fn max_symbol(symbols: &[u16]) -> u16 {
-    symbols.iter().fold(0, |m, &s| m.max(s))
-}
-
 /// Histogram of `symbols` (at least one): used symbols ascending with their counts.
 fn histogram(symbols: &[u16]) -> Vec<(u16, u64)> {
-    crate::coder::used_counts(symbols, max_symbol(symbols) as usize + 1)
+    crate::coder::used_counts(symbols, crate::coder::alphabet_of(symbols))
 }
 
 /// Highest precision for `k` classes.
@@ -1231,7 +1225,7 @@ thread_local! {
 fn run_encoder<const STORE: bool>(level: Level, symbols: &[u16], model: &Model, d: usize) -> Coded {
     let n = symbols.len();
     let ranks = model.ranks();
-    let alphabet = max_symbol(symbols) as usize + 1;
+    let alphabet = crate::coder::alphabet_of(symbols);
     let k = model.freqs.len();
     let mut enc = vec![EncSym::default(); k * ranks];
     for (c, f) in model.freqs.iter().enumerate() {

@@ -60,6 +60,12 @@ fn with_counts(symbols: &[u16], alphabet: usize, mut f: impl FnMut(&mut [[u32; 4
     PARTS.set(part);
 }
 
+/// One more than the largest symbol (1 for none): the alphabet a block's counts need. A fold on
+/// values, which vectorizes (`max()` on references does not).
+pub(crate) fn alphabet_of(symbols: &[u16]) -> usize {
+    symbols.iter().fold(0, |m, &s| m.max(s)) as usize + 1
+}
+
 /// Counts of each symbol below `alphabet` (every symbol is).
 pub(crate) fn symbol_counts(symbols: &[u16], alphabet: usize) -> Vec<u64> {
     let mut total = vec![0u64; alphabet];
@@ -111,8 +117,8 @@ pub(crate) fn used_counts(symbols: &[u16], alphabet: usize) -> Vec<(u16, u64)> {
 
 /// Blocks shorter than this over alphabets wider than [`SPARSE_ALPHABET`] are counted by
 /// [`with_seen`].
-pub(crate) const SPARSE_BELOW: usize = 1 << 14;
-pub(crate) const SPARSE_ALPHABET: usize = 1 << 12;
+const SPARSE_BELOW: usize = 1 << 14;
+const SPARSE_ALPHABET: usize = 1 << 12;
 
 /// Calls `f(symbol, count)` for every symbol of `symbols` (all below `alphabet`), ascending: the
 /// counts in a per-thread table (left zeroed), each symbol noted the first time it is seen, so

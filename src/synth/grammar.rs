@@ -437,42 +437,13 @@ const LZ_OPTIMISM: f64 = 0.15;
 /// (Order-0 entropy plus about 6 bits of table per used symbol and the coder's fixed part,
 /// order-0 entropy alone), in bytes, of values below 2^bits.
 fn entropy_with_tables(bits: u32, vals: impl Iterator<Item = u64>) -> (f64, f64) {
-    thread_local! {
-        /// The counts, left zeroed after each use: the search estimates thousands of streams,
-        /// and a 16-bit alphabet's table is not allocated (and faulted in) for each.
-        static HIST: std::cell::Cell<Vec<u32>> = const { std::cell::Cell::new(Vec::new()) };
-    }
+    // Counted in the coders' per-thread table, read back in ascending symbol order.
+    let v: Vec<u16> = vals.map(|v| v as u16).collect();
+    let nf = v.len() as f64;
     let (mut bitsum, mut used) = (0.0, 0usize);
-    // The same sum, in ascending symbol order, either way.
-    let mut add = |c: u32, nf: f64| {
+    coder::with_seen(&v, 1 << bits, |_, c| {
         used += 1;
         bitsum += c as f64 * (nf / c as f64).log2();
-    };
-    let alphabet = 1usize << bits;
-    let (lo, hi) = vals.size_hint();
-    if alphabet > coder::SPARSE_ALPHABET && hi == Some(lo) && lo < coder::SPARSE_BELOW {
-        // A short stream over a wide alphabet: only the symbols seen are read back.
-        let v: Vec<u16> = vals.map(|v| v as u16).collect();
-        let nf = v.len() as f64;
-        coder::with_seen(&v, alphabet, |_, c| add(c, nf));
-    } else {
-        let mut hist = HIST.take();
-        if hist.len() < alphabet {
-            hist.resize(alphabet, 0);
-        }
-        let mut n = 0usize;
-        for v in vals {
-            hist[v as usize] += 1;
-            n += 1;
-        }
-        let nf = n as f64;
-        for c in &mut hist[..alphabet] {
-            if *c > 0 {
-                add(*c, nf);
-                *c = 0;
-            }
-        }
-        HIST.set(hist);
-    }
+    });
     ((bitsum + 6.0 * used as f64) / 8.0 + 20.0, bitsum / 8.0)
 }
