@@ -50,6 +50,17 @@ impl Level {
         }
     }
 
+    /// Tensors of at least this many elements take the programs of the first tensor of their
+    /// kind (`synth::kind`) rather than being searched. At `fast` this includes the biases and
+    /// norms of repeated layers: searched one by one, they took half of the search for a few
+    /// bytes in a thousand of the checkpoint.
+    pub fn reuse_min_elems(self) -> usize {
+        match self {
+            Level::Fast => 256,
+            Level::Default | Level::Max => crate::synth::REUSE_MIN_ELEMS,
+        }
+    }
+
     /// Elements of the screen on which the search runs.
     pub fn screen_elems(self) -> usize {
         match self {
@@ -75,6 +86,16 @@ impl Level {
         match self {
             Level::Fast | Level::Default => 24,
             Level::Max => 0,
+        }
+    }
+
+    /// zstd level of the `zstd` leaf for tensors over a megabyte (smaller ones get 19). At
+    /// `fast`, level 9 on the one large tensor that takes a `zstd` leaf (a position table, say)
+    /// took a tenth of the whole compression; level 3 runs at zstd's own speed.
+    pub fn zstd_large(self) -> i32 {
+        match self {
+            Level::Fast => 3,
+            Level::Default | Level::Max => 9,
         }
     }
 

@@ -90,6 +90,7 @@ pub(crate) fn search_options(opts: &Options, j: &Job, prior: Arc<Prior>) -> Sear
         decode_weight: level.decode_weight(),
         screen_elems: level.screen_elems(),
         finalists: level.finalists(),
+        zstd_large: level.zstd_large(),
     }
 }
 
@@ -158,7 +159,7 @@ fn leaders(jobs: &[Job], dup_of: &[Option<usize>], imposed: &[Option<Node>], opt
     let kinds: Vec<Option<String>> = (0..jobs.len())
         .map(|i| {
             let searched = opts.reuse && dup_of[i].is_none() && imposed[i].is_none();
-            searched.then(|| synth::kind(&jobs[i].view())).flatten()
+            searched.then(|| synth::kind(&jobs[i].view(), opts.level.reuse_min_elems())).flatten()
         })
         .collect();
     let mut first_of_kind: HashMap<&str, usize> = HashMap::new();

@@ -189,6 +189,9 @@ pub struct SearchOptions {
     /// Programs the search keeps for the comparison on the sample (each with its fast twin
     /// where decode time is priced); also how many of them a tensor of the same kind compares.
     pub finalists: usize,
+    /// zstd level of the `zstd` leaf for a tensor over a megabyte (smaller ones get 19); the
+    /// compression level sets it.
+    pub zstd_large: i32,
 }
 
 impl SearchOptions {
@@ -205,6 +208,7 @@ impl SearchOptions {
             decode_weight: 0.0,
             screen_elems: SCREEN_ELEMS,
             finalists: FINALISTS,
+            zstd_large: 9,
         }
     }
 }
@@ -217,7 +221,7 @@ fn features_of(t: &TensorView) -> Features {
 }
 
 /// The productions' view of a tensor.
-fn tensor_ctx(t: &TensorView, depth: usize, has_ref: bool, decode_weight: f64) -> TensorCtx {
+fn tensor_ctx(t: &TensorView, has_ref: bool, opts: &SearchOptions) -> TensorCtx {
     let w = t.word_bits;
     let elems = t.bytes.len() / (w as usize / 8).max(1);
     let float = t.dtype.float_layout().filter(|(e, m)| 1 + e + m == w);
@@ -246,10 +250,10 @@ fn tensor_ctx(t: &TensorView, depth: usize, has_ref: bool, decode_weight: f64) -
         channel,
         row,
         ref_ctx,
-        zstd_level: if t.bytes.len() <= 1 << 20 { 19 } else { 9 },
+        zstd_level: if t.bytes.len() <= 1 << 20 { 19 } else { opts.zstd_large },
         blocks: block_type(t),
-        max_depth: depth,
-        decode_weight,
+        max_depth: opts.depth,
+        decode_weight: opts.decode_weight,
     }
 }
 
@@ -260,15 +264,16 @@ pub fn choose(t: &TensorView, opts: &SearchOptions) -> Result<Choice> {
     Ok(choose_traced(t, opts)?.0)
 }
 
-/// Tensors smaller than this (elements) are always searched on their own.
+/// Tensors smaller than this (elements) are searched on their own at the default and `max`
+/// levels (`Level::reuse_min_elems`).
 pub const REUSE_MIN_ELEMS: usize = 1 << 14;
 
 /// The kind of a tensor whose programs the tensors of the same kind reuse (the same dtype, shape,
 /// word width and role: the repeated layers of a network), or None when it is searched on its
-/// own (small, coded against a reference, or not whole words).
-pub fn kind(t: &TensorView) -> Option<String> {
+/// own (fewer than `min_elems` elements, coded against a reference, or not whole words).
+pub fn kind(t: &TensorView, min_elems: usize) -> Option<String> {
     let n = whole_elems(t)?;
-    if n < REUSE_MIN_ELEMS || t.reference.is_some() {
+    if n < min_elems || t.reference.is_some() {
         return None;
     }
     let f = features_of(t);
@@ -395,7 +400,7 @@ fn choose_traced(t: &TensorView, opts: &SearchOptions) -> Result<(Choice, Vec<(u
     }
     let rsample = reference.as_ref().map(|r| read_sample(r, ty, &positions)).transpose()?;
     let (screen, rscreen) = screens(&sample, rsample.as_ref(), opts.screen_elems, block_align(t));
-    let tctx = tensor_ctx(t, opts.depth, reference.is_some(), opts.decode_weight);
+    let tctx = tensor_ctx(t, reference.is_some(), opts);
     let mut s = search::Search::new(&tctx, &opts.prior, screen.clone(), rscreen);
     s.run(opts.budget, opts.patience);
     let found = s.results(opts.finalists.max(1), true);
@@ -741,7 +746,7 @@ fn learn_one(t: &TensorView, opts: &SearchOptions) -> Result<Vec<(f64, Derivatio
     let sample = read_sample(&t.bytes, ty, &positions)?;
     let rsample = reference.as_ref().map(|r| read_sample(r, ty, &positions)).transpose()?;
     let (screen, rscreen) = screens(&sample, rsample.as_ref(), opts.screen_elems, block_align(t));
-    let tctx = tensor_ctx(t, opts.depth, reference.is_some(), opts.decode_weight);
+    let tctx = tensor_ctx(t, reference.is_some(), opts);
     let mut s = search::Search::new(&tctx, &opts.prior, screen.clone(), rscreen);
     s.run(opts.budget, opts.patience);
     let found = s.results(LEARN_PROGRAMS, false);

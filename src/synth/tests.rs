@@ -130,7 +130,7 @@ fn derivable(t: &TensorView, program: &Node, depth: usize) -> bool {
     let read = |b: &Bytes| b.read_all().ok().and_then(|b| Stream::from_le_bytes(ty, &b).ok());
     let Some(whole) = read(&t.bytes) else { return false };
     let reference = t.reference.as_ref().and_then(read);
-    let tctx = tensor_ctx(t, depth, reference.is_some(), 0.0);
+    let tctx = tensor_ctx(t, reference.is_some(), &SearchOptions { depth, ..SearchOptions::new(0) });
     fn walk(
         t: &TensorCtx,
         p: &Node,
