@@ -1001,10 +1001,13 @@ fn enc_distance(ctx: Ctx) -> Result<usize> {
     ctx.distance().ok_or_else(|| Error::invalid(format!("lanes: bad context {ctx:?}")))
 }
 
-fn plan(symbols: &[u16], ctx: Ctx) -> Result<Plan> {
+/// The plan of a block of `symbols` (at least one), and their alphabet (the largest symbol
+/// plus one).
+fn plan(symbols: &[u16], ctx: Ctx) -> Result<(Plan, usize)> {
     let n = symbols.len();
     let d = enc_distance(ctx)?;
     let hist = histogram(symbols);
+    let alphabet = hist.last().map_or(0, |h| h.0 as usize + 1);
     if hist.len() > MAX_SYMBOLS {
         return Err(Error::invalid(format!("lanes: {} distinct symbols (at most {MAX_SYMBOLS})", hist.len())));
     }
@@ -1016,13 +1019,14 @@ fn plan(symbols: &[u16], ctx: Ctx) -> Result<Plan> {
             thresholds: Vec::new(),
             freqs: Vec::new(),
         };
-        return Ok(Plan { spec: None, model, est: 0.0 });
+        return Ok((Plan { spec: None, model, est: 0.0 }, alphabet));
     }
     let base = plan_order0(&hist, n, max_prec(1));
-    Ok(match ctx {
+    let plan = match ctx {
         Ctx::None => base,
         Ctx::Prev | Ctx::Back(_) => plan_ctx(symbols, &hist, base, d),
-    })
+    };
+    Ok((plan, alphabet))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1050,6 +1054,12 @@ impl EncSym {
         let m = (1u128 << (32 + l)).div_ceil(f as u128);
         debug_assert!((1 << 32..1 << 33).contains(&m));
         EncSym { rcp: (m - (1 << 32)) as u32, freq: f, cum, cmpl: (1 << p) - f, l }
+    }
+
+    /// Whether `e` is the same entry (of the same class): a rank's frequency and cumulative
+    /// frequency tell it from every other rank's.
+    fn same(&self, e: &EncSym) -> bool {
+        self.freq == e.freq && self.cum == e.cum
     }
 
     #[inline(always)]
@@ -1167,24 +1177,47 @@ impl Encoder<'_> {
 
     /// Codes every symbol, last first: the tail `full..n` (scalar), then the whole steps, lanes
     /// 31 down to 0 within a step (AVX-512 at that `level`, else scalar; the same words, in the
-    /// same order, and the same states).
+    /// same order, and the same states). At order 0 over an alphabet of at most
+    /// [`DIRECT_ALPHABET`] symbols (and no more than the block's length), the state machine
+    /// looks the symbols up in a table of the entries by symbol, with no pass of entry indices.
     fn run<const STORE: bool, const CTX: bool>(&self, level: Level, coded: &mut Coded) {
+        let alphabet = self.rank_of.len();
+        if !CTX && alphabet <= DIRECT_ALPHABET.min(self.symbols.len()) {
+            let by_symbol: Vec<EncSym> = self.rank_of.iter().map(|&r| self.enc[r as usize]).collect();
+            // The state machine notes where it codes the escape's entry (last first).
+            let esc = (self.esc_rank != usize::MAX).then(|| self.enc[self.esc_rank]);
+            let mut hits = Vec::new();
+            self.steps::<STORE>(level, self.symbols, &by_symbol, esc, &mut hits, coded);
+            let esc_of = |i: usize| self.esc_of.get(self.symbols[i] as usize).copied().unwrap_or(0);
+            coded.escapes.extend(hits.iter().rev().map(|&i| esc_of(i)));
+            return;
+        }
         let mut idx = ENTRIES.take();
         self.entries::<CTX>(&mut idx, &mut coded.escapes);
-        self.steps::<STORE>(level, &idx, coded);
+        self.steps::<STORE>(level, &idx, &self.enc, None, &mut Vec::new(), coded);
         ENTRIES.set(idx);
     }
 
-    /// The state machine over the entry indices `idx` of every symbol (see [`Encoder::run`]).
-    fn steps<const STORE: bool>(&self, level: Level, idx: &[u16], coded: &mut Coded) {
-        let n = self.symbols.len();
-        let (enc, shift) = (&self.enc[..], self.shift);
-        // (A maximum, which vectorizes, rather than `all`, which stops early and does not.)
-        assert!(n == 0 || (idx.iter().fold(0, |m, &e| m.max(e)) as usize) < enc.len());
+    /// The state machine over the entry indices `idx` (into `enc`) of every symbol (see
+    /// [`Encoder::run`]). With `esc`, the positions of the symbols coded with that entry are
+    /// appended to `hits`, last first.
+    fn steps<const STORE: bool>(
+        &self,
+        level: Level,
+        idx: &[u16],
+        enc: &[EncSym],
+        esc: Option<EncSym>,
+        hits: &mut Vec<usize>,
+        coded: &mut Coded,
+    ) {
+        let n = idx.len();
+        let shift = self.shift;
         let (states, words, len) = (&mut coded.states, &mut coded.words[..], &mut coded.nwords);
-        let put = |i: usize, x: &mut u32, words: &mut [u16], len: &mut usize| {
-            // SAFETY: every entry index was checked against `enc` above.
-            let e = unsafe { enc.get_unchecked(*idx.get_unchecked(i) as usize) };
+        let mut put = |i: usize, x: &mut u32, words: &mut [u16], len: &mut usize| {
+            let e = &enc[idx[i] as usize];
+            if esc.is_some_and(|esc| esc.same(e)) {
+                hits.push(i);
+            }
             e.put::<STORE>(x, shift, words, len);
         };
         let full = n / LANES * LANES;
@@ -1194,12 +1227,17 @@ impl Encoder<'_> {
         #[cfg(target_arch = "x86_64")]
         if full > 0 && level.min(crate::simd::detected()) == Level::Avx512 {
             let t = enc_avx512::Table::new(enc);
-            assert!(t.len() == enc.len() && (!STORE || *len + full <= words.len()));
+            assert!(t.len() == enc.len() && t.len() > 0 && (!STORE || *len + full <= words.len()));
+            let esc = esc.map(|e| enc_avx512::Table::pack(&e));
             // SAFETY: the AVX-512 level was detected, so AVX-512 F, BW and VL and POPCNT are
-            // available; every entry index is below `enc.len()`, the table's length, and the
-            // words of `full` more symbols (one at most each) fit in `words` (both asserted
-            // above); `full` is a multiple of 32.
-            unsafe { enc_avx512::steps::<STORE>(&t, &idx[..full], shift, states, words, len) };
+            // available; the table is not empty, and the words of `full` more symbols (one at
+            // most each) fit in `words` (both asserted above); `full` is a multiple of 32.
+            unsafe {
+                match esc {
+                    Some(e) => enc_avx512::steps::<STORE, true>(&t, &idx[..full], shift, states, words, len, e, hits),
+                    None => enc_avx512::steps::<STORE, false>(&t, &idx[..full], shift, states, words, len, 0, hits),
+                }
+            };
             return;
         }
         let _ = level;
@@ -1211,6 +1249,10 @@ impl Encoder<'_> {
     }
 }
 
+/// Largest alphabet whose order-0 blocks are coded from a table by symbol (see
+/// [`Encoder::run`]): byte planes and 10-bit fields, whose tables stay in L1.
+const DIRECT_ALPHABET: usize = 1 << 10;
+
 thread_local! {
     /// The context histogram of [`with_pair_counts`].
     static H2: Cell<Vec<u32>> = const { Cell::new(Vec::new()) };
@@ -1220,12 +1262,13 @@ thread_local! {
     static WORDS: Cell<Vec<u16>> = const { Cell::new(Vec::new()) };
 }
 
-/// Runs the encoder: `Coded::words` holds at least `symbols.len() + 1` words (the first
-/// `nwords` written) when `STORE`; give it back with [`recycle`].
-fn run_encoder<const STORE: bool>(level: Level, symbols: &[u16], model: &Model, d: usize) -> Coded {
+/// Runs the encoder on `symbols` (all below `alphabet`): `Coded::words` holds at least
+/// `symbols.len() + 1` words (the first `nwords` written) when `STORE`; give it back with
+/// [`recycle`].
+fn run_encoder<const STORE: bool>(level: Level, symbols: &[u16], alphabet: usize, model: &Model, d: usize) -> Coded {
     let n = symbols.len();
     let ranks = model.ranks();
-    let alphabet = crate::coder::alphabet_of(symbols);
+    debug_assert!(alphabet == crate::coder::alphabet_of(symbols));
     let k = model.freqs.len();
     let mut enc = vec![EncSym::default(); k * ranks];
     for (c, f) in model.freqs.iter().enumerate() {
@@ -1312,18 +1355,18 @@ mod enc_avx512 {
 
     impl Table {
         pub(super) fn new(enc: &[EncSym]) -> Table {
-            let (mut rcp, mut packed) = (Vec::with_capacity(enc.len()), Vec::with_capacity(enc.len()));
-            for e in enc {
-                debug_assert!(e.freq < 1 << 13 && e.cum + e.cmpl < 1 << 13 && e.l <= 13);
-                if e.freq == 1 {
-                    rcp.push(u32::MAX);
-                    packed.push(1 | (e.cum + e.cmpl) << 13);
-                } else {
-                    rcp.push(e.rcp);
-                    packed.push(e.freq | e.cum << 13 | e.l.saturating_sub(1) << 26);
-                }
+            let rcp = enc.iter().map(|e| if e.freq == 1 { u32::MAX } else { e.rcp }).collect();
+            Table { rcp, packed: enc.iter().map(Table::pack).collect() }
+        }
+
+        /// The packed form of an entry (see [`Table`]).
+        pub(super) fn pack(e: &EncSym) -> u32 {
+            debug_assert!(e.freq < 1 << 13 && e.cum + e.cmpl < 1 << 13 && e.l <= 13);
+            if e.freq == 1 {
+                1 | (e.cum + e.cmpl) << 13
+            } else {
+                e.freq | e.cum << 13 | e.l.saturating_sub(1) << 26
             }
-            Table { rcp, packed }
         }
 
         pub(super) fn len(&self) -> usize {
@@ -1347,19 +1390,25 @@ mod enc_avx512 {
 
     /// Codes the whole steps of `idx` (entry indices of symbols `0..idx.len()`), last step first,
     /// from and into `states`; appends the words to `words[*len..]` (when `STORE`) and counts
-    /// them in `len`: the same words, order and states as the scalar loop of `Encoder::run`.
+    /// them in `len`: the same words, order and states as the scalar loop of `Encoder::steps`.
+    /// With `ESC`, appends to `hits` the positions of the symbols whose entry packs to `esc`,
+    /// last first (as that loop does).
     ///
     /// # Safety
-    /// AVX-512 F and BW and POPCNT are available; every index of `idx` is below `t.len()`;
-    /// `idx.len()` is a multiple of 32; when `STORE`, `*len + idx.len() <= words.len()`.
+    /// AVX-512 F and BW and POPCNT are available; `t` is not empty (indices are clamped to its
+    /// last entry); `idx.len()` is a multiple of 32; when `STORE`, `*len + idx.len() <=
+    /// words.len()`.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,popcnt")]
-    pub(super) unsafe fn steps<const STORE: bool>(
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn steps<const STORE: bool, const ESC: bool>(
         t: &Table,
         idx: &[u16],
         shift: u32,
         states: &mut [u32; LANES],
         words: &mut [u16],
         len: &mut usize,
+        esc: u32,
+        hits: &mut Vec<usize>,
     ) {
         debug_assert!(idx.len().is_multiple_of(LANES) && (!STORE || *len + idx.len() <= words.len()));
         debug_assert!((20..=22).contains(&shift));
@@ -1370,6 +1419,8 @@ mod enc_avx512 {
         let one = _mm512_set1_epi32(1);
         let total = _mm512_set1_epi32(1 << (32 - shift));
         let shv = _mm512_set1_epi32(shift as i32);
+        let last = _mm512_set1_epi16((t.len() - 1).min(u16::MAX as usize) as u16 as i16);
+        let escv = _mm512_set1_epi32(esc as i32);
         let sp = states.as_mut_ptr();
         // SAFETY: `states` holds 32 states.
         let mut x = unsafe {
@@ -1384,12 +1435,24 @@ mod enc_avx512 {
         for step in (0..idx.len()).step_by(LANES).rev() {
             // SAFETY: `step + 32 <= idx.len()`.
             let v = unsafe { _mm512_loadu_si512(idx.as_ptr().add(step) as *const _) };
-            for (x, &perm) in x.iter_mut().zip(&perms) {
+            // (Clamped to the table, so that no index reads outside it; the entries are built
+            // in range, and this costs one instruction a step.)
+            let v = _mm512_min_epu16(v, last);
+            for (h, (x, &perm)) in x.iter_mut().zip(&perms).enumerate() {
                 let e = _mm512_maskz_permutexvar_epi16(0x5555_5555, perm, v);
-                // SAFETY: every index is below `t.len()`, the length of both arrays.
+                // SAFETY: every index is clamped below `t.len()`, the length of both arrays.
                 let (r, p) = unsafe {
                     (_mm512_i32gather_epi32::<4>(e, rp as *const _), _mm512_i32gather_epi32::<4>(e, pp as *const _))
                 };
+                if ESC {
+                    // Element `j` is symbol `step + 31 - 16h - j`: ascending `j`, descending
+                    // symbols.
+                    let mut k = _mm512_cmpeq_epi32_mask(p, escv);
+                    while k != 0 {
+                        hits.push(step + 31 - 16 * h - k.trailing_zeros() as usize);
+                        k &= k - 1;
+                    }
+                }
                 let f = _mm512_and_si512(p, m13);
                 let cum = _mm512_and_si512(_mm512_srli_epi32::<13>(p), m13);
                 let s = _mm512_srli_epi32::<26>(p);
@@ -1437,13 +1500,13 @@ pub fn encode_at(level: Level, symbols: &[u16], ctx: Ctx, out: &mut Vec<u8>) -> 
     if symbols.is_empty() {
         return Ok(());
     }
-    let plan = plan(symbols, ctx)?;
-    write_block(level, symbols, &plan, d, out);
+    let (plan, alphabet) = plan(symbols, ctx)?;
+    write_block(level, symbols, alphabet, &plan, d, out);
     Ok(())
 }
 
-/// Appends the block of `symbols` (at least one) coded as `plan` says.
-fn write_block(level: Level, symbols: &[u16], plan: &Plan, d: usize, out: &mut Vec<u8>) {
+/// Appends the block of `symbols` (at least one, all below `alphabet`) coded as `plan` says.
+fn write_block(level: Level, symbols: &[u16], alphabet: usize, plan: &Plan, d: usize, out: &mut Vec<u8>) {
     let mut w = BitWriter::new();
     let Some(spec) = &plan.spec else {
         w.gamma(1);
@@ -1452,7 +1515,7 @@ fn write_block(level: Level, symbols: &[u16], plan: &Plan, d: usize, out: &mut V
         return;
     };
     write_spec(spec, &mut w);
-    let coded = run_encoder::<true>(level, symbols, &plan.model, d);
+    let coded = run_encoder::<true>(level, symbols, alphabet, &plan.model, d);
     let model = &plan.model;
     out.reserve(
         w.bit_len() / 8
@@ -1496,11 +1559,11 @@ pub fn encoded_len_at(level: Level, symbols: &[u16], ctx: Ctx) -> Result<usize> 
     if symbols.is_empty() {
         return Ok(0);
     }
-    let plan = plan(symbols, ctx)?;
+    let (plan, alphabet) = plan(symbols, ctx)?;
     let Some(spec) = &plan.spec else {
         return Ok((gamma_len(1) + gamma_len(plan.model.coded[0] as u64 + 1)).div_ceil(8) as usize);
     };
-    let coded = run_encoder::<false>(level, symbols, &plan.model, d);
+    let coded = run_encoder::<false>(level, symbols, alphabet, &plan.model, d);
     Ok(spec_bits(spec).div_ceil(8) as usize
         + fixed_bytes(symbols.len(), &plan.model, coded.nwords, coded.escapes.len() as u64)
         + 2 * coded.nwords)
@@ -1514,7 +1577,7 @@ pub fn estimated_len(symbols: &[u16], ctx: Ctx) -> Result<usize> {
     if symbols.is_empty() {
         return Ok(0);
     }
-    let plan = plan(symbols, ctx)?;
+    let (plan, _) = plan(symbols, ctx)?;
     if plan.spec.is_none() {
         return Ok((gamma_len(1) + gamma_len(plan.model.coded[0] as u64 + 1)).div_ceil(8) as usize);
     }
@@ -2664,10 +2727,10 @@ mod tests {
             let model = build_model(&spec).ok()?;
             let mut out = Vec::new();
             let plan = Plan { spec: Some(spec), model, est: 0.0 };
-            write_block(Level::Scalar, symbols, &plan, LANES, &mut out);
+            write_block(Level::Scalar, symbols, crate::coder::alphabet_of(symbols), &plan, LANES, &mut out);
             for l in crate::simd::available() {
                 let mut o = Vec::new();
-                write_block(l, symbols, &plan, LANES, &mut o);
+                write_block(l, symbols, crate::coder::alphabet_of(symbols), &plan, LANES, &mut o);
                 assert!(o == out, "{l:?} n {} prec {prec} q_t {q_t} thresholds {thresholds:?}", symbols.len());
             }
             Some(out)
@@ -2812,7 +2875,7 @@ mod tests {
     #[test]
     fn encoder_levels_agree() {
         let mut seed = 22;
-        let (mut escaped, mut classes, mut blocks) = (0, 0, 0);
+        let (mut escaped, mut classes, mut blocks, mut direct) = (0, 0, 0, 0);
         let mut lengths: Vec<usize> = (0..70).chain([95, 96, 97, 4999, 5000]).collect();
         lengths.extend((0..120).map(|_| (lcg(&mut seed) % 5001) as usize));
         // Long enough for classes (`MIN_CTX_SYMBOLS`).
@@ -2839,7 +2902,7 @@ mod tests {
                 let mut want = Vec::new();
                 encode_at(Level::Scalar, &s, ctx, &mut want).unwrap();
                 let want_len = encoded_len_at(Level::Scalar, &s, ctx).unwrap();
-                let k = if n == 0 { 1 } else { plan(&s, ctx).unwrap().model.freqs.len() };
+                let k = if n == 0 { 1 } else { plan(&s, ctx).unwrap().0.model.freqs.len() };
                 // `spec_bits` counts the extended header (more than 4 classes) as 5 bits more
                 // than the short one; it is 3 (`write_spec`), so `encoded_len` can be a byte over.
                 let slack = (k > SHORT_CLASSES) as usize;
@@ -2854,14 +2917,21 @@ mod tests {
                 assert_eq!(decode_ctx(&want, ctx, &mut dec).unwrap(), want.len());
                 assert!(dec == s, "case {case} n {n} {ctx:?}");
                 if n > 0 {
-                    escaped += !plan(&s, ctx).unwrap().model.escs.is_empty() as usize;
+                    let esc = !plan(&s, ctx).unwrap().0.model.escs.is_empty();
+                    escaped += esc as usize;
                     classes += (k > 1) as usize;
                     blocks += 1;
+                    // Order 0 from the table by symbol, with escapes (`Encoder::run`).
+                    let a = crate::coder::alphabet_of(&s);
+                    direct += (esc && k == 1 && a <= DIRECT_ALPHABET.min(n) && n >= LANES) as usize;
                 }
             }
         }
-        eprintln!("escapes in {escaped}, classes in {classes} of {blocks} blocks");
-        assert!(escaped > 20 && classes > 20, "escapes in {escaped}, classes in {classes} of {blocks} blocks");
+        eprintln!("escapes in {escaped} ({direct} by symbol), classes in {classes} of {blocks} blocks");
+        assert!(
+            escaped > 20 && classes > 20 && direct > 10,
+            "escapes in {escaped} ({direct} by symbol), classes in {classes} of {blocks} blocks"
+        );
     }
 
     #[test]
