@@ -321,7 +321,7 @@ fn encode_leaf(p: &Node, x: &[u16], out: &mut Vec<u8>) -> Result<()> {
 /// `buf` holds an entropy leaf's symbols).
 fn encode_part(p: &Node, words: &[u16], shift: u32, bits: u32, buf: &mut Vec<u16>, out: &mut Vec<u8>) -> Result<()> {
     let mask = ((1u32 << bits) - 1) as u16;
-    let field = |w: &u16| (w >> shift) & mask;
+    let field = move |w: &u16| (w >> shift) & mask;
     match &p.op {
         Op::Raw(_) => super::leaf_payload(out, words.len(), |o| {
             // A block of fields at a time (in L1), packed as `raw` packs its stream (which
