@@ -141,6 +141,27 @@ impl Stream {
         Stream { ty, data }
     }
 
+    /// The stream whose word `i` is word `i` for `i < back`, else `f(word i, word i - back)`
+    /// masked to the type: one dispatch on the container, then a loop the compiler can
+    /// vectorize (the scans' transforms).
+    pub fn zip_back(&self, back: usize, f: impl Fn(u64, u64) -> u64) -> Stream {
+        fn go<T: Lane>(src: &[T], back: usize, m: u64, f: &impl Fn(u64, u64) -> u64) -> Vec<T> {
+            let head = back.min(src.len());
+            let mut out = Vec::with_capacity(src.len());
+            out.extend_from_slice(&src[..head]);
+            out.extend(src[head..].iter().zip(src).map(|(&c, &p)| T::from_u64(f(c.to_u64(), p.to_u64()) & m)));
+            out
+        }
+        let m = self.ty.mask();
+        let data = match &self.data {
+            Data::U8(d) => Data::U8(go(d, back, m, &f)),
+            Data::U16(d) => Data::U16(go(d, back, m, &f)),
+            Data::U32(d) => Data::U32(go(d, back, m, &f)),
+            Data::U64(d) => Data::U64(go(d, back, m, &f)),
+        };
+        Stream { ty: self.ty, data }
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = u64> + '_ {
         (0..self.len()).map(move |i| self.get(i))
     }

@@ -33,6 +33,14 @@ impl BytePlanes {
             let lo = d.iter().map(|&v| (v & low) as u8).collect();
             return vec![Stream { ty: Ty::u(8), data: Data::U8(hi) }, Stream { ty: Ty::u(sh), data: Data::U8(lo) }];
         }
+        // Planes of 32-bit words (fp32): a loop over the u32 slice per plane, not widened to u64.
+        if let Data::U32(d) = &x.data {
+            let plane = |(b, sh): (u32, u32)| {
+                let m = ((1u64 << b) - 1) as u32;
+                Stream { ty: Ty::u(b), data: Data::U8(d.iter().map(|&v| ((v >> sh) & m) as u8).collect()) }
+            };
+            return Self::layout(x.ty.bits).into_iter().map(plane).collect();
+        }
         Self::layout(x.ty.bits).into_iter().map(|(b, sh)| x.map_words(Ty::u(b), |v| v >> sh)).collect()
     }
 

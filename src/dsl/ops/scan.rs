@@ -40,18 +40,11 @@ impl Scan {
     }
 
     pub fn forward(&self, x: &Stream) -> Stream {
-        let s = self.stride as usize;
-        let m = x.ty.mask();
-        Stream::from_fn(x.ty, x.len(), |i| {
-            if i < s {
-                x.get(i)
-            } else {
-                match self.kind {
-                    ScanKind::Delta => x.get(i).wrapping_sub(x.get(i - s)) & m,
-                    ScanKind::Xor => x.get(i) ^ x.get(i - s),
-                }
-            }
-        })
+        let s = usize::try_from(self.stride).unwrap_or(usize::MAX);
+        match self.kind {
+            ScanKind::Delta => x.zip_back(s, |c, p| c.wrapping_sub(p)),
+            ScanKind::Xor => x.zip_back(s, |c, p| c ^ p),
+        }
     }
 
     pub fn inverse(&self, y: Stream) -> Stream {
