@@ -224,6 +224,22 @@ pub fn pack_u8(values: &[u8], bits: u32, out: &mut Vec<u8>) {
         let z = (y & 0x0000_FFFF_0000_FFFF) | ((y & 0xFFFF_0000_FFFF_0000) >> (16 - 2 * bits));
         (z & 0xFFFF_FFFF) | ((z >> 32) << (4 * bits))
     }
+    if bits == 1 {
+        // Eight 0/1 bytes to one byte, value `j` at bit `j`: the multiplication moves bit `8j`
+        // to bit `56 + j` (and every other product below bit 56 or above bit 63).
+        let pack8 = |g: &[u8]| {
+            (u64::from_le_bytes(g.try_into().expect("8 values")).wrapping_mul(0x0102_0408_1020_4080) >> 56) as u8
+        };
+        let groups = values.chunks_exact(8);
+        let rest = groups.remainder();
+        out.extend(groups.map(pack8));
+        if !rest.is_empty() {
+            let mut last = [0u8; 8];
+            last[..rest.len()].copy_from_slice(rest);
+            out.push(pack8(&last));
+        }
+        return;
+    }
     let (start, len) = (out.len(), packed_len(values.len(), bits));
     // Each group of eight is stored as eight bytes, of which the next group overwrites all but
     // the first `bits`: room for the last store, cut off at the end.
