@@ -679,11 +679,6 @@ struct Plan {
     est: f64,
 }
 
-/// Histogram of `symbols` (at least one): used symbols ascending with their counts.
-fn histogram(symbols: &[u16]) -> Vec<(u16, u64)> {
-    crate::coder::used_counts(symbols, crate::coder::alphabet_of(symbols))
-}
-
 /// Highest precision for `k` classes.
 fn max_prec(k: usize) -> u32 {
     (MIN_PREC..=MAX_PREC).rev().find(|&p| classes_fit(k, p)).unwrap_or(MIN_PREC)
@@ -818,7 +813,7 @@ fn plan_order0(hist: &[(u16, u64)], n: usize, k_prec: u32) -> Plan {
 
 /// Adds context classes (thresholds on the rank of symbol `i - d`) to a one-class plan when
 /// they pay for their tables.
-fn plan_ctx(symbols: &[u16], hist: &[(u16, u64)], base: Plan, d: usize) -> Plan {
+fn plan_ctx(symbols: &[u16], hist: &[(u16, u64)], base: Plan, d: usize, pairs: Option<&BytePairs>) -> Plan {
     let n = symbols.len();
     let model = &base.model.clone();
     let ranks = model.ranks();
@@ -828,7 +823,7 @@ fn plan_ctx(symbols: &[u16], hist: &[(u16, u64)], base: Plan, d: usize) -> Plan 
     let spec0 = &base.spec.clone().expect("two symbols or more");
     let alphabet = hist.last().map_or(0, |h| h.0 as usize + 1);
     let rank_of = rank_table(model, alphabet);
-    let (mut starts, mut hists) = with_pair_counts(symbols, d, ranks, &rank_of, |h2| {
+    let (mut starts, mut hists) = with_pair_counts(symbols, d, ranks, &rank_of, pairs.map(|p| (p, hist)), |h2| {
         let row = |c: usize| &h2[c * ranks..(c + 1) * ranks];
         // Quantile buckets of the context rank, then merges of neighbours while the estimate shrinks.
         let min_fill = (n / 64).max(512) as u64;
@@ -929,12 +924,30 @@ fn plan_ctx(symbols: &[u16], hist: &[(u16, u64)], base: Plan, d: usize) -> Plan 
 }
 
 /// Runs `f` on the counts per (rank of symbol `i - d`, rank of symbol `i`), `ranks x ranks`
-/// (context rank 0 for `i < d`). Partial counts while they stay small enough for the L2 cache
-/// (runs of one pair do not wait on each other's increments), merged into the first; in a
-/// per-thread buffer (up to a megabyte, not allocated and faulted in for each block).
-fn with_pair_counts<R>(symbols: &[u16], d: usize, ranks: usize, rank_of: &[u8], f: impl FnOnce(&[u32]) -> R) -> R {
+/// (context rank 0 for `i < d`): from `pairs` and their histogram where they were counted,
+/// else counted here.
+/// Partial counts while they stay small enough for the L2 cache (runs of one pair do not wait
+/// on each other's increments), merged into the first; in a per-thread buffer (up to a
+/// megabyte, not allocated and faulted in for each block).
+fn with_pair_counts<R>(
+    symbols: &[u16],
+    d: usize,
+    ranks: usize,
+    rank_of: &[u8],
+    pairs: Option<(&BytePairs, &[(u16, u64)])>,
+    f: impl FnOnce(&[u32]) -> R,
+) -> R {
     let n = symbols.len();
     let cells = ranks * ranks;
+    if let Some((pairs, hist)) = pairs {
+        let mut buf = H2.take();
+        buf.clear();
+        buf.resize(cells, 0);
+        pairs.by_rank(hist, rank_of, ranks, &mut buf);
+        let r = f(&buf);
+        H2.set(buf);
+        return r;
+    }
     let copies = match cells {
         0..=4096 => 4,
         4097..=65536 => 2,
@@ -1002,11 +1015,22 @@ fn enc_distance(ctx: Ctx) -> Result<usize> {
 }
 
 /// The plan of a block of `symbols` (at least one), and their alphabet (the largest symbol
-/// plus one).
+/// plus one). With a context over a byte alphabet, one pass counts the pairs by symbol value
+/// ([`BytePairs`]), which give both the histogram and the context counts.
 fn plan(symbols: &[u16], ctx: Ctx) -> Result<(Plan, usize)> {
     let n = symbols.len();
     let d = enc_distance(ctx)?;
-    let hist = histogram(symbols);
+    let alphabet = crate::coder::alphabet_of(symbols);
+    if ctx != Ctx::None && alphabet <= BYTE_PAIRS && n >= MIN_CTX_SYMBOLS && d < n {
+        return with_byte_pairs(symbols, d, alphabet, |pairs| plan_with(symbols, ctx, pairs.histogram(), Some(pairs)));
+    }
+    plan_with(symbols, ctx, crate::coder::used_counts(symbols, alphabet), None)
+}
+
+/// [`plan`] from the histogram `hist` of `symbols` (and their pair counts, where counted).
+fn plan_with(symbols: &[u16], ctx: Ctx, hist: Vec<(u16, u64)>, pairs: Option<&BytePairs>) -> Result<(Plan, usize)> {
+    let n = symbols.len();
+    let d = enc_distance(ctx)?;
     let alphabet = hist.last().map_or(0, |h| h.0 as usize + 1);
     if hist.len() > MAX_SYMBOLS {
         return Err(Error::invalid(format!("lanes: {} distinct symbols (at most {MAX_SYMBOLS})", hist.len())));
@@ -1024,9 +1048,101 @@ fn plan(symbols: &[u16], ctx: Ctx) -> Result<(Plan, usize)> {
     let base = plan_order0(&hist, n, max_prec(1));
     let plan = match ctx {
         Ctx::None => base,
-        Ctx::Prev | Ctx::Back(_) => plan_ctx(symbols, &hist, base, d),
+        Ctx::Prev | Ctx::Back(_) => plan_ctx(symbols, &hist, base, d, pairs),
     };
     Ok((plan, alphabet))
+}
+
+/// Largest alphabet whose context blocks count their pairs by symbol value ([`BytePairs`]).
+const BYTE_PAIRS: usize = 256;
+
+/// The pairs `(symbol i - d, symbol i)` of a block over an alphabet of at most [`BYTE_PAIRS`]
+/// symbols, counted by symbol value (partial counts, as [`with_pair_counts`] keeps them), and
+/// the symbols `i < d` (whose context is rank 0): the histogram is their sum by second symbol,
+/// and the context counts by rank are their sum by the ranks of both, so the block is read once
+/// where a histogram and then counts by rank read it twice and look every symbol up.
+struct BytePairs<'a> {
+    alphabet: usize,
+    /// `alphabet x alphabet` counts, row `symbol i - d`.
+    counts: &'a [u32],
+    head: Vec<u64>,
+}
+
+thread_local! {
+    /// The counts of [`BytePairs`].
+    static PAIRS: Cell<Vec<u32>> = const { Cell::new(Vec::new()) };
+}
+
+/// Runs `f` on the [`BytePairs`] of `symbols` (all below `alphabet`, at most [`BYTE_PAIRS`]) at
+/// distance `d` (below the block's length).
+fn with_byte_pairs<R>(symbols: &[u16], d: usize, alphabet: usize, f: impl FnOnce(&BytePairs) -> R) -> R {
+    debug_assert!(alphabet <= BYTE_PAIRS && d < symbols.len());
+    let cells = alphabet * alphabet;
+    let copies = if cells <= 4096 { 4 } else { 2 };
+    let mut buf = PAIRS.take();
+    buf.clear();
+    buf.resize(copies * cells, 0);
+    let mut head = vec![0u64; alphabet];
+    for &s in &symbols[..d] {
+        head[s as usize] += 1;
+    }
+    let (prev, cur) = (&symbols[..symbols.len() - d], &symbols[d..]);
+    match copies {
+        4 => count_byte_pairs::<4>(&mut buf, cells, alphabet, prev, cur),
+        _ => count_byte_pairs::<2>(&mut buf, cells, alphabet, prev, cur),
+    }
+    let (counts, rest) = buf.split_at_mut(cells);
+    for other in rest.chunks_exact(cells) {
+        for (a, &b) in counts.iter_mut().zip(other) {
+            *a += b;
+        }
+    }
+    let r = f(&BytePairs { alphabet, counts, head });
+    PAIRS.set(buf);
+    r
+}
+
+/// Adds the pairs `(prev[i], cur[i])` to cell `prev[i] * alphabet + cur[i]` of partial count
+/// `i % C` (each `cells` long).
+fn count_byte_pairs<const C: usize>(t: &mut [u32], cells: usize, alphabet: usize, prev: &[u16], cur: &[u16]) {
+    let whole = cur.len() - cur.len() % C;
+    for (p, s) in prev[..whole].chunks_exact(C).zip(cur[..whole].chunks_exact(C)) {
+        for c in 0..C {
+            t[c * cells + p[c] as usize * alphabet + s[c] as usize] += 1;
+        }
+    }
+    for (&p, &s) in prev[whole..].iter().zip(&cur[whole..]) {
+        t[p as usize * alphabet + s as usize] += 1;
+    }
+}
+
+impl BytePairs<'_> {
+    /// Used symbols ascending with their counts (what `coder::used_counts` gives).
+    fn histogram(&self) -> Vec<(u16, u64)> {
+        let mut total = self.head.clone();
+        for row in self.counts.chunks_exact(self.alphabet) {
+            for (t, &c) in total.iter_mut().zip(row) {
+                *t += c as u64;
+            }
+        }
+        total.iter().enumerate().filter(|c| *c.1 > 0).map(|(s, &c)| (s as u16, c)).collect()
+    }
+
+    /// Adds the counts by (rank of symbol `i - d`, rank of symbol `i`) to `h2` (`ranks x
+    /// ranks`; the symbols `i < d` in row 0), as [`with_pair_counts`] counts them; `hist` is
+    /// the histogram (no other symbol is in a pair).
+    fn by_rank(&self, hist: &[(u16, u64)], rank: &[u8], ranks: usize, h2: &mut [u32]) {
+        let a = self.alphabet;
+        for (s, &c) in self.head.iter().enumerate() {
+            h2[rank[s] as usize] += c as u32;
+        }
+        for &(p, _) in hist {
+            let (row, counts) = (rank[p as usize] as usize * ranks, &self.counts[p as usize * a..][..a]);
+            for &(s, _) in hist {
+                h2[row + rank[s as usize] as usize] += counts[s as usize];
+            }
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -2183,6 +2299,49 @@ mod avx2 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Histogram of `symbols` (at least one): used symbols ascending with their counts.
+    fn histogram(symbols: &[u16]) -> Vec<(u16, u64)> {
+        crate::coder::used_counts(symbols, crate::coder::alphabet_of(symbols))
+    }
+
+    /// The pairs counted by symbol value give the histogram and the counts by rank that the
+    /// two passes give (`plan` takes either way by alphabet).
+    #[test]
+    fn byte_pairs_count_what_the_two_passes_count() {
+        let mut seed = 31;
+        let mut cases = 0;
+        for case in 0..60 {
+            let n = [40usize, 4096, 5000, 70_001][case % 4];
+            let alpha = [2u64, 7, 60, 256][case / 4 % 4];
+            let s: Vec<u16> = match case % 3 {
+                0 => geometric(n, &mut seed, alpha),
+                1 => (0..n).map(|_| (lcg(&mut seed) % alpha) as u16).collect(),
+                _ => (0..n).map(|i| ((i / 7) as u64 % alpha) as u16).collect(),
+            };
+            let a = crate::coder::alphabet_of(&s);
+            for d in [32usize, 64, 384, n - 1].into_iter().filter(|&d| d < n) {
+                let hist = histogram(&s);
+                let got = with_byte_pairs(&s, d, a, |p| p.histogram());
+                assert_eq!(got, hist, "case {case} n {n} d {d}");
+                // Ranks as a model gives them: by count, with the rarest escaped.
+                let mut by_count = hist.clone();
+                by_count.sort_by_key(|h| std::cmp::Reverse(h.1));
+                let ranks = by_count.len().min(5);
+                let mut rank = vec![0u8; a];
+                for (r, h) in by_count.iter().enumerate() {
+                    rank[h.0 as usize] = r.min(ranks - 1) as u8;
+                }
+                let want = with_pair_counts(&s, d, ranks, &rank, None, |h2| h2.to_vec());
+                let got = with_byte_pairs(&s, d, a, |p| {
+                    with_pair_counts(&s, d, ranks, &rank, Some((p, &hist)), |h2| h2.to_vec())
+                });
+                assert_eq!(got, want, "case {case} n {n} d {d}");
+                cases += 1;
+            }
+        }
+        assert_eq!(cases, 210);
+    }
 
     fn lcg(seed: &mut u64) -> u64 {
         *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
