@@ -1345,15 +1345,34 @@ impl Encoder<'_> {
             let t = enc_avx512::Table::new(enc);
             assert!(t.len() == enc.len() && t.len() > 0 && (!STORE || *len + full <= words.len()));
             let esc = esc.map(|e| enc_avx512::Table::pack(&e));
+            let mut masks = vec![0u16; if esc.is_some() { full / 16 } else { 0 }];
             // SAFETY: the AVX-512 level was detected, so AVX-512 F, BW and VL and POPCNT are
             // available; the table is not empty, and the words of `full` more symbols (one at
-            // most each) fit in `words` (both asserted above); `full` is a multiple of 32.
+            // most each) fit in `words` (both asserted above); `full` is a multiple of 32, and
+            // with an escape there is a mask for every 16 symbols.
             unsafe {
                 match esc {
-                    Some(e) => enc_avx512::steps::<STORE, true>(&t, &idx[..full], shift, states, words, len, e, hits),
-                    None => enc_avx512::steps::<STORE, false>(&t, &idx[..full], shift, states, words, len, 0, hits),
+                    Some(e) => {
+                        enc_avx512::steps::<STORE, true>(&t, &idx[..full], shift, states, words, len, e, &mut masks)
+                    }
+                    None => {
+                        enc_avx512::steps::<STORE, false>(&t, &idx[..full], shift, states, words, len, 0, &mut masks)
+                    }
                 }
             };
+            // The escapes' positions, last first: steps down, then the two vectors of a step
+            // (lanes 31..16, then 15..0), each in element order (descending lanes).
+            if esc.is_some() {
+                for step in (0..full).step_by(LANES).rev() {
+                    for h in 0..2 {
+                        let mut k = masks[step / 16 + h];
+                        while k != 0 {
+                            hits.push(step + 31 - 16 * h - k.trailing_zeros() as usize);
+                            k &= k - 1;
+                        }
+                    }
+                }
+            }
             return;
         }
         let _ = level;
@@ -1507,13 +1526,13 @@ mod enc_avx512 {
     /// Codes the whole steps of `idx` (entry indices of symbols `0..idx.len()`), last step first,
     /// from and into `states`; appends the words to `words[*len..]` (when `STORE`) and counts
     /// them in `len`: the same words, order and states as the scalar loop of `Encoder::steps`.
-    /// With `ESC`, appends to `hits` the positions of the symbols whose entry packs to `esc`,
-    /// last first (as that loop does).
+    /// With `ESC`, sets `masks[step / 16 + h]` to the mask of the elements of vector `h` of that
+    /// step whose entry packs to `esc` (element `j` is symbol `step + 31 - 16h - j`).
     ///
     /// # Safety
     /// AVX-512 F and BW and POPCNT are available; `t` is not empty (indices are clamped to its
     /// last entry); `idx.len()` is a multiple of 32; when `STORE`, `*len + idx.len() <=
-    /// words.len()`.
+    /// words.len()`; when `ESC`, `masks.len() == idx.len() / 16`.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,popcnt")]
     #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn steps<const STORE: bool, const ESC: bool>(
@@ -1524,7 +1543,7 @@ mod enc_avx512 {
         words: &mut [u16],
         len: &mut usize,
         esc: u32,
-        hits: &mut Vec<usize>,
+        masks: &mut [u16],
     ) {
         debug_assert!(idx.len().is_multiple_of(LANES) && (!STORE || *len + idx.len() <= words.len()));
         debug_assert!((20..=22).contains(&shift));
@@ -1561,13 +1580,9 @@ mod enc_avx512 {
                     (_mm512_i32gather_epi32::<4>(e, rp as *const _), _mm512_i32gather_epi32::<4>(e, pp as *const _))
                 };
                 if ESC {
-                    // Element `j` is symbol `step + 31 - 16h - j`: ascending `j`, descending
-                    // symbols.
-                    let mut k = _mm512_cmpeq_epi32_mask(p, escv);
-                    while k != 0 {
-                        hits.push(step + 31 - 16 * h - k.trailing_zeros() as usize);
-                        k &= k - 1;
-                    }
+                    // (A store, not a push: a call in the loop would spill the vectors.)
+                    // SAFETY: `step / 16 + h < idx.len() / 16 == masks.len()`.
+                    unsafe { *masks.get_unchecked_mut(step / 16 + h) = _mm512_cmpeq_epi32_mask(p, escv) };
                 }
                 let f = _mm512_and_si512(p, m13);
                 let cum = _mm512_and_si512(_mm512_srli_epi32::<13>(p), m13);
