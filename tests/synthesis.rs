@@ -179,3 +179,27 @@ fn repeated_layers_reuse_the_first_ones_programs() {
     let each = brevis::compress(&f, &brevis::Options { reuse: false, ..Default::default() }).unwrap();
     assert!(one.len() as f64 <= each.len() as f64 * 1.005, "reuse {} vs search each {}", one.len(), each.len());
 }
+
+/// At `fast`, small tensors of repeated layers (biases, norms) take the programs of the first
+/// one too; the default level still searches each of them.
+#[test]
+fn fast_reuses_the_programs_of_small_repeated_tensors() {
+    let mut rng = Rng(12);
+    let mut ts = Vec::new();
+    for l in 0..4 {
+        let b: Vec<u8> = (0..512).flat_map(|_| half::f16::from_f64(rng.normal(0.05)).to_bits().to_le_bytes()).collect();
+        ts.push(tensor(&format!("layers.{l}.mlp.fc1.bias"), "F16", &[512], b));
+    }
+    let f = file(&ts, None);
+    let reused = |level: brevis::Level, threads: usize| {
+        let stats = Arc::new(synth::SearchStats::default());
+        let opts = brevis::Options { threads, level, stats: Some(stats.clone()), ..Default::default() };
+        let a = brevis::compress(&f, &opts).unwrap();
+        assert_eq!(brevis::decompress(&a).unwrap(), f);
+        (stats.reused.load(std::sync::atomic::Ordering::Relaxed), a)
+    };
+    let (fast, one) = reused(brevis::Level::Fast, 1);
+    assert_eq!(fast, 3);
+    assert!(one == reused(brevis::Level::Fast, 2).1, "2 threads gave another archive");
+    assert_eq!(reused(brevis::Level::Default, 1).0, 0);
+}
