@@ -1015,14 +1015,17 @@ fn enc_distance(ctx: Ctx) -> Result<usize> {
 }
 
 /// The plan of a block of `symbols` (at least one), and their alphabet (the largest symbol
-/// plus one). With a context over a byte alphabet, one pass counts the pairs by symbol value
-/// ([`BytePairs`]), which give both the histogram and the context counts.
+/// plus one). With a context over at most [`PAIR_SPAN`] symbol values, one pass counts the pairs
+/// by symbol value ([`BytePairs`]), which give both the histogram and the context counts.
 fn plan(symbols: &[u16], ctx: Ctx) -> Result<(Plan, usize)> {
     let n = symbols.len();
     let d = enc_distance(ctx)?;
-    let alphabet = crate::coder::alphabet_of(symbols);
-    if ctx != Ctx::None && alphabet <= BYTE_PAIRS && n >= MIN_CTX_SYMBOLS && d < n {
-        return with_byte_pairs(symbols, d, alphabet, |pairs| plan_with(symbols, ctx, pairs.histogram(), Some(pairs)));
+    let (lo, hi) = symbols.iter().fold((u16::MAX, 0), |(lo, hi), &s| (lo.min(s), hi.max(s)));
+    let (lo, alphabet) = (lo as usize, hi as usize + 1);
+    if ctx != Ctx::None && alphabet - lo <= PAIR_SPAN && n >= MIN_CTX_SYMBOLS && d < n {
+        return with_byte_pairs(symbols, d, lo, alphabet - lo, |pairs| {
+            plan_with(symbols, ctx, pairs.histogram(), Some(pairs))
+        });
     }
     plan_with(symbols, ctx, crate::coder::used_counts(symbols, alphabet), None)
 }
@@ -1053,17 +1056,20 @@ fn plan_with(symbols: &[u16], ctx: Ctx, hist: Vec<(u16, u64)>, pairs: Option<&By
     Ok((plan, alphabet))
 }
 
-/// Largest alphabet whose context blocks count their pairs by symbol value ([`BytePairs`]).
-const BYTE_PAIRS: usize = 256;
+/// Most symbol values (from the smallest to the largest) of a context block whose pairs are
+/// counted by symbol value ([`BytePairs`]): byte planes, and the exponents of bf16 and fp16.
+const PAIR_SPAN: usize = 256;
 
-/// The pairs `(symbol i - d, symbol i)` of a block over an alphabet of at most [`BYTE_PAIRS`]
-/// symbols, counted by symbol value (partial counts, as [`with_pair_counts`] keeps them), and
-/// the symbols `i < d` (whose context is rank 0): the histogram is their sum by second symbol,
-/// and the context counts by rank are their sum by the ranks of both, so the block is read once
-/// where a histogram and then counts by rank read it twice and look every symbol up.
+/// The pairs `(symbol i - d, symbol i)` of a block whose symbols lie in `lo..lo + span` (`span`
+/// at most [`PAIR_SPAN`]), counted by symbol value (partial counts, as [`with_pair_counts`]
+/// keeps them), and the symbols `i < d` (whose context is rank 0): the histogram is their sum by
+/// second symbol, and the context counts by rank are their sum by the ranks of both, so the
+/// block is read once where a histogram and then counts by rank read it twice and look every
+/// symbol up.
 struct BytePairs<'a> {
-    alphabet: usize,
-    /// `alphabet x alphabet` counts, row `symbol i - d`.
+    lo: usize,
+    span: usize,
+    /// `span x span` counts, row `symbol i - d`, of symbols from `lo`.
     counts: &'a [u32],
     head: Vec<u64>,
 }
@@ -1073,23 +1079,25 @@ thread_local! {
     static PAIRS: Cell<Vec<u32>> = const { Cell::new(Vec::new()) };
 }
 
-/// Runs `f` on the [`BytePairs`] of `symbols` (all below `alphabet`, at most [`BYTE_PAIRS`]) at
-/// distance `d` (below the block's length).
-fn with_byte_pairs<R>(symbols: &[u16], d: usize, alphabet: usize, f: impl FnOnce(&BytePairs) -> R) -> R {
-    debug_assert!(alphabet <= BYTE_PAIRS && d < symbols.len());
-    let cells = alphabet * alphabet;
+/// Runs `f` on the [`BytePairs`] of `symbols` (all in `lo..lo + span`, `span` at most
+/// [`PAIR_SPAN`]) at distance `d` (below the block's length).
+fn with_byte_pairs<R>(symbols: &[u16], d: usize, lo: usize, span: usize, f: impl FnOnce(&BytePairs) -> R) -> R {
+    debug_assert!(span <= PAIR_SPAN && d < symbols.len());
+    let cells = span * span;
     let copies = if cells <= 4096 { 4 } else { 2 };
     let mut buf = PAIRS.take();
     buf.clear();
     buf.resize(copies * cells, 0);
-    let mut head = vec![0u64; alphabet];
+    let mut head = vec![0u64; span];
     for &s in &symbols[..d] {
-        head[s as usize] += 1;
+        head[s as usize - lo] += 1;
     }
     let (prev, cur) = (&symbols[..symbols.len() - d], &symbols[d..]);
+    // Cell `(p - lo) * span + s - lo`, as `p * span + s` less a constant.
+    let off = lo * span + lo;
     match copies {
-        4 => count_byte_pairs::<4>(&mut buf, cells, alphabet, prev, cur),
-        _ => count_byte_pairs::<2>(&mut buf, cells, alphabet, prev, cur),
+        4 => count_byte_pairs::<4>(&mut buf, cells, span, off, prev, cur),
+        _ => count_byte_pairs::<2>(&mut buf, cells, span, off, prev, cur),
     }
     let (counts, rest) = buf.split_at_mut(cells);
     for other in rest.chunks_exact(cells) {
@@ -1097,22 +1105,22 @@ fn with_byte_pairs<R>(symbols: &[u16], d: usize, alphabet: usize, f: impl FnOnce
             *a += b;
         }
     }
-    let r = f(&BytePairs { alphabet, counts, head });
+    let r = f(&BytePairs { lo, span, counts, head });
     PAIRS.set(buf);
     r
 }
 
-/// Adds the pairs `(prev[i], cur[i])` to cell `prev[i] * alphabet + cur[i]` of partial count
+/// Adds the pairs `(prev[i], cur[i])` to cell `prev[i] * span + cur[i] - off` of partial count
 /// `i % C` (each `cells` long).
-fn count_byte_pairs<const C: usize>(t: &mut [u32], cells: usize, alphabet: usize, prev: &[u16], cur: &[u16]) {
+fn count_byte_pairs<const C: usize>(t: &mut [u32], cells: usize, span: usize, off: usize, prev: &[u16], cur: &[u16]) {
     let whole = cur.len() - cur.len() % C;
     for (p, s) in prev[..whole].chunks_exact(C).zip(cur[..whole].chunks_exact(C)) {
         for c in 0..C {
-            t[c * cells + p[c] as usize * alphabet + s[c] as usize] += 1;
+            t[c * cells + p[c] as usize * span + s[c] as usize - off] += 1;
         }
     }
     for (&p, &s) in prev[whole..].iter().zip(&cur[whole..]) {
-        t[p as usize * alphabet + s as usize] += 1;
+        t[p as usize * span + s as usize - off] += 1;
     }
 }
 
@@ -1120,26 +1128,27 @@ impl BytePairs<'_> {
     /// Used symbols ascending with their counts (what `coder::used_counts` gives).
     fn histogram(&self) -> Vec<(u16, u64)> {
         let mut total = self.head.clone();
-        for row in self.counts.chunks_exact(self.alphabet) {
+        for row in self.counts.chunks_exact(self.span) {
             for (t, &c) in total.iter_mut().zip(row) {
                 *t += c as u64;
             }
         }
-        total.iter().enumerate().filter(|c| *c.1 > 0).map(|(s, &c)| (s as u16, c)).collect()
+        total.iter().enumerate().filter(|c| *c.1 > 0).map(|(s, &c)| ((self.lo + s) as u16, c)).collect()
     }
 
     /// Adds the counts by (rank of symbol `i - d`, rank of symbol `i`) to `h2` (`ranks x
     /// ranks`; the symbols `i < d` in row 0), as [`with_pair_counts`] counts them; `hist` is
     /// the histogram (no other symbol is in a pair).
     fn by_rank(&self, hist: &[(u16, u64)], rank: &[u8], ranks: usize, h2: &mut [u32]) {
-        let a = self.alphabet;
+        let (lo, span) = (self.lo, self.span);
         for (s, &c) in self.head.iter().enumerate() {
-            h2[rank[s] as usize] += c as u32;
+            h2[rank[lo + s] as usize] += c as u32;
         }
         for &(p, _) in hist {
-            let (row, counts) = (rank[p as usize] as usize * ranks, &self.counts[p as usize * a..][..a]);
+            let row = rank[p as usize] as usize * ranks;
+            let counts = &self.counts[(p as usize - lo) * span..][..span];
             for &(s, _) in hist {
-                h2[row + rank[s as usize] as usize] += counts[s as usize];
+                h2[row + rank[s as usize] as usize] += counts[s as usize - lo];
             }
         }
     }
@@ -2321,7 +2330,7 @@ mod tests {
     }
 
     /// The pairs counted by symbol value give the histogram and the counts by rank that the
-    /// two passes give (`plan` takes either way by alphabet).
+    /// two passes give (`plan` takes either way by the span of the symbol values).
     #[test]
     fn byte_pairs_count_what_the_two_passes_count() {
         let mut seed = 31;
@@ -2334,10 +2343,14 @@ mod tests {
                 1 => (0..n).map(|_| (lcg(&mut seed) % alpha) as u16).collect(),
                 _ => (0..n).map(|i| ((i / 7) as u64 % alpha) as u16).collect(),
             };
+            // Symbol values from 0, or from higher up (exponents): counted from the smallest.
+            let base = [0u16, 357, 1000][case / 16 % 3];
+            let s: Vec<u16> = s.iter().map(|&v| v + base).collect();
             let a = crate::coder::alphabet_of(&s);
             for d in [32usize, 64, 384, n - 1].into_iter().filter(|&d| d < n) {
                 let hist = histogram(&s);
-                let got = with_byte_pairs(&s, d, a, |p| p.histogram());
+                let lo = *s.iter().min().unwrap() as usize;
+                let got = with_byte_pairs(&s, d, lo, a - lo, |p| p.histogram());
                 assert_eq!(got, hist, "case {case} n {n} d {d}");
                 // Ranks as a model gives them: by count, with the rarest escaped.
                 let mut by_count = hist.clone();
@@ -2348,7 +2361,7 @@ mod tests {
                     rank[h.0 as usize] = r.min(ranks - 1) as u8;
                 }
                 let want = with_pair_counts(&s, d, ranks, &rank, None, |h2| h2.to_vec());
-                let got = with_byte_pairs(&s, d, a, |p| {
+                let got = with_byte_pairs(&s, d, lo, a - lo, |p| {
                     with_pair_counts(&s, d, ranks, &rank, Some((p, &hist)), |h2| h2.to_vec())
                 });
                 assert_eq!(got, want, "case {case} n {n} d {d}");
