@@ -925,10 +925,8 @@ fn plan_ctx(symbols: &[u16], hist: &[(u16, u64)], base: Plan, d: usize, pairs: O
 
 /// Runs `f` on the counts per (rank of symbol `i - d`, rank of symbol `i`), `ranks x ranks`
 /// (context rank 0 for `i < d`): from `pairs` and their histogram where they were counted,
-/// else counted here.
-/// Partial counts while they stay small enough for the L2 cache (runs of one pair do not wait
-/// on each other's increments), merged into the first; in a per-thread buffer (up to a
-/// megabyte, not allocated and faulted in for each block).
+/// else counted here ([`count_pairs`]), in a per-thread buffer (up to a megabyte, not allocated
+/// and faulted in for each block).
 fn with_pair_counts<R>(
     symbols: &[u16],
     d: usize,
@@ -948,47 +946,60 @@ fn with_pair_counts<R>(
         H2.set(buf);
         return r;
     }
+    let mut buf = H2.take();
+    let rank: Vec<u32> = rank_of.iter().map(|&r| r as u32).collect();
+    let row_of: Vec<u32> = rank.iter().map(|&r| r * ranks as u32).collect();
+    let (prev, cur) = (&symbols[..n - d], &symbols[d..]);
+    count_pairs(&mut buf, cells, prev, cur, |p, s| (row_of[p as usize] + rank[s as usize]) as usize);
+    for &s in &symbols[..d] {
+        buf[rank[s as usize] as usize] += 1;
+    }
+    let r = f(&buf);
+    H2.set(buf);
+    r
+}
+
+/// Counts the pairs `(prev[i], cur[i])` in cells `cell(prev[i], cur[i])` (below `cells`) of
+/// `buf`, which it leaves `cells` long. Partial counts while they stay small enough for the L2
+/// cache (runs of one pair do not wait on each other's increments), then merged into the first.
+fn count_pairs(buf: &mut Vec<u32>, cells: usize, prev: &[u16], cur: &[u16], cell: impl Fn(u16, u16) -> usize + Copy) {
     let copies = match cells {
         0..=4096 => 4,
         4097..=65536 => 2,
         _ => 1,
     };
-    let mut buf = H2.take();
     buf.clear();
     buf.resize(copies * cells, 0);
-    let rank: Vec<u32> = rank_of.iter().map(|&r| r as u32).collect();
-    let row_of: Vec<u32> = rank.iter().map(|&r| r * ranks as u32).collect();
-    for &s in &symbols[..d] {
-        buf[rank[s as usize] as usize] += 1;
-    }
-    let (prev, cur) = (&symbols[..n - d], &symbols[d..]);
     match copies {
-        4 => count_pairs::<4>(&mut buf, cells, prev, cur, &row_of, &rank),
-        2 => count_pairs::<2>(&mut buf, cells, prev, cur, &row_of, &rank),
-        _ => count_pairs::<1>(&mut buf, cells, prev, cur, &row_of, &rank),
+        4 => count_copies::<4>(buf, cells, prev, cur, cell),
+        2 => count_copies::<2>(buf, cells, prev, cur, cell),
+        _ => count_copies::<1>(buf, cells, prev, cur, cell),
     }
-    let (h2, rest) = buf.split_at_mut(cells);
+    let (first, rest) = buf.split_at_mut(cells);
     for other in rest.chunks_exact(cells) {
-        for (a, &b) in h2.iter_mut().zip(other) {
+        for (a, &b) in first.iter_mut().zip(other) {
             *a += b;
         }
     }
-    let r = f(h2);
-    H2.set(buf);
-    r
+    buf.truncate(cells);
 }
 
-/// Adds the pairs `(prev[i], cur[i])` to the context histogram `h2`, cell `row_of[p] +
-/// rank[s]` of partial count `i % C` (each `cells` long).
-fn count_pairs<const C: usize>(h2: &mut [u32], cells: usize, prev: &[u16], cur: &[u16], row_of: &[u32], rank: &[u32]) {
+/// Adds pair `i` to partial count `i % C` of [`count_pairs`].
+fn count_copies<const C: usize>(
+    t: &mut [u32],
+    cells: usize,
+    prev: &[u16],
+    cur: &[u16],
+    cell: impl Fn(u16, u16) -> usize,
+) {
     let whole = cur.len() - cur.len() % C;
     for (p, s) in prev[..whole].chunks_exact(C).zip(cur[..whole].chunks_exact(C)) {
         for c in 0..C {
-            h2[c * cells + (row_of[p[c] as usize] + rank[s[c] as usize]) as usize] += 1;
+            t[c * cells + cell(p[c], s[c])] += 1;
         }
     }
     for (&p, &s) in prev[whole..].iter().zip(&cur[whole..]) {
-        h2[(row_of[p as usize] + rank[s as usize]) as usize] += 1;
+        t[cell(p, s)] += 1;
     }
 }
 
@@ -1061,11 +1072,10 @@ fn plan_with(symbols: &[u16], ctx: Ctx, hist: Vec<(u16, u64)>, pairs: Option<&By
 const PAIR_SPAN: usize = 256;
 
 /// The pairs `(symbol i - d, symbol i)` of a block whose symbols lie in `lo..lo + span` (`span`
-/// at most [`PAIR_SPAN`]), counted by symbol value (partial counts, as [`with_pair_counts`]
-/// keeps them), and the symbols `i < d` (whose context is rank 0): the histogram is their sum by
-/// second symbol, and the context counts by rank are their sum by the ranks of both, so the
-/// block is read once where a histogram and then counts by rank read it twice and look every
-/// symbol up.
+/// at most [`PAIR_SPAN`]), counted by symbol value ([`count_pairs`]), and the symbols `i < d`
+/// (whose context is rank 0): the histogram is their sum by second symbol, and the context
+/// counts by rank are their sum by the ranks of both, so the block is read once where a
+/// histogram and then counts by rank read it twice and look every symbol up.
 struct BytePairs<'a> {
     lo: usize,
     span: usize,
@@ -1083,11 +1093,7 @@ thread_local! {
 /// [`PAIR_SPAN`]) at distance `d` (below the block's length).
 fn with_byte_pairs<R>(symbols: &[u16], d: usize, lo: usize, span: usize, f: impl FnOnce(&BytePairs) -> R) -> R {
     debug_assert!(span <= PAIR_SPAN && d < symbols.len());
-    let cells = span * span;
-    let copies = if cells <= 4096 { 4 } else { 2 };
     let mut buf = PAIRS.take();
-    buf.clear();
-    buf.resize(copies * cells, 0);
     let mut head = vec![0u64; span];
     for &s in &symbols[..d] {
         head[s as usize - lo] += 1;
@@ -1095,33 +1101,10 @@ fn with_byte_pairs<R>(symbols: &[u16], d: usize, lo: usize, span: usize, f: impl
     let (prev, cur) = (&symbols[..symbols.len() - d], &symbols[d..]);
     // Cell `(p - lo) * span + s - lo`, as `p * span + s` less a constant.
     let off = lo * span + lo;
-    match copies {
-        4 => count_byte_pairs::<4>(&mut buf, cells, span, off, prev, cur),
-        _ => count_byte_pairs::<2>(&mut buf, cells, span, off, prev, cur),
-    }
-    let (counts, rest) = buf.split_at_mut(cells);
-    for other in rest.chunks_exact(cells) {
-        for (a, &b) in counts.iter_mut().zip(other) {
-            *a += b;
-        }
-    }
-    let r = f(&BytePairs { lo, span, counts, head });
+    count_pairs(&mut buf, span * span, prev, cur, |p, s| p as usize * span + s as usize - off);
+    let r = f(&BytePairs { lo, span, counts: &buf, head });
     PAIRS.set(buf);
     r
-}
-
-/// Adds the pairs `(prev[i], cur[i])` to cell `prev[i] * span + cur[i] - off` of partial count
-/// `i % C` (each `cells` long).
-fn count_byte_pairs<const C: usize>(t: &mut [u32], cells: usize, span: usize, off: usize, prev: &[u16], cur: &[u16]) {
-    let whole = cur.len() - cur.len() % C;
-    for (p, s) in prev[..whole].chunks_exact(C).zip(cur[..whole].chunks_exact(C)) {
-        for c in 0..C {
-            t[c * cells + p[c] as usize * span + s[c] as usize - off] += 1;
-        }
-    }
-    for (&p, &s) in prev[whole..].iter().zip(&cur[whole..]) {
-        t[p as usize * span + s as usize - off] += 1;
-    }
 }
 
 impl BytePairs<'_> {
