@@ -3,7 +3,7 @@
 //! (8 exponent bits and the top 3 mantissa bits, the usual `fields(e8,m7,k3)` head), N = 2^19.
 //! Prints the block size of each coder first. The encoder runs at each level (`lanes_encode/*`,
 //! `lanes_encode_prev/*`, `lanes_encoded_len/*`, `lanes_back/encode_back384/*`): its state
-//! machine has an AVX-512 version, and is scalar below.
+//! machine has AVX-512 and AVX2 versions, and a scalar one.
 //!
 //! Group `lanes_back`: a matrix of bf16 weights with rows of `W = 384` (an embedding), each
 //! column with its own scale (log-uniform over 2^-3..2^3 of sd 0.02, as outlier dimensions make)
@@ -162,7 +162,7 @@ fn bench(c: &mut Criterion) {
             b.iter(|| lanes::decode_at(level, &lblock, &mut out).unwrap())
         });
     }
-    // The encoder at each level (its state machine is scalar below AVX-512): the whole `encode`,
+    // The encoder at each level (AVX-512, AVX2 and scalar state machines): the whole `encode`,
     // planning included, and `encoded_len` (the same without storing words).
     for level in simd::available() {
         for (name, ctx, block) in

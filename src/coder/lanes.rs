@@ -1284,7 +1284,7 @@ impl Encoder<'_> {
     }
 
     /// Codes every symbol, last first: the tail `full..n` (scalar), then the whole steps, lanes
-    /// 31 down to 0 within a step (AVX-512 at that `level`, else scalar; the same words, in the
+    /// 31 down to 0 within a step (AVX-512 or AVX2 at that `level`, else scalar; the same words, in the
     /// same order, and the same states). At order 0 over an alphabet of at most
     /// [`DIRECT_ALPHABET`] symbols (and no more than the block's length), the state machine
     /// looks the symbols up in a table of the entries by symbol, with no pass of entry indices.
@@ -1333,33 +1333,36 @@ impl Encoder<'_> {
             put(i, &mut states[i % LANES], words, len);
         }
         #[cfg(target_arch = "x86_64")]
-        if full > 0 && level.min(crate::simd::detected()) == Level::Avx512 {
+        if full > 0 && level.min(crate::simd::detected()) >= Level::Avx2 {
+            let wide = level.min(crate::simd::detected()) == Level::Avx512;
+            // Elements a vector.
+            let width = if wide { 16 } else { 8 };
             let t = enc_avx512::Table::new(enc);
             assert!(t.len() == enc.len() && t.len() > 0 && (!STORE || *len + full <= words.len()));
-            let esc = esc.map(|e| enc_avx512::Table::pack(&e));
-            let mut masks = vec![0u16; if esc.is_some() { full / 16 } else { 0 }];
-            // SAFETY: the AVX-512 level was detected, so AVX-512 F, BW and VL and POPCNT are
-            // available; the table is not empty, and the words of `full` more symbols (one at
-            // most each) fit in `words` (both asserted above); `full` is a multiple of 32, and
-            // with an escape there is a mask for every 16 symbols.
+            let e = esc.map(|e| enc_avx512::Table::pack(&e));
+            let mut masks = vec![0u16; if e.is_some() { full / width } else { 0 }];
+            let (e, has) = (e.unwrap_or(0), e.is_some());
+            let (idx, m) = (&idx[..full], &mut masks);
+            // SAFETY: the AVX-512 level (AVX-512 F, BW and VL and POPCNT), or the AVX2 level
+            // (AVX2 and POPCNT) was detected; the table is not empty, and the words of `full`
+            // more symbols (one at most each) fit in `words` (both asserted above); `full` is a
+            // multiple of 32, and with an escape there is a mask for every vector.
             unsafe {
-                match esc {
-                    Some(e) => {
-                        enc_avx512::steps::<STORE, true>(&t, &idx[..full], shift, states, words, len, e, &mut masks)
-                    }
-                    None => {
-                        enc_avx512::steps::<STORE, false>(&t, &idx[..full], shift, states, words, len, 0, &mut masks)
-                    }
+                match (wide, has) {
+                    (true, true) => enc_avx512::steps::<STORE, true>(&t, idx, shift, states, words, len, e, m),
+                    (true, false) => enc_avx512::steps::<STORE, false>(&t, idx, shift, states, words, len, e, m),
+                    (false, true) => enc_avx2::steps::<STORE, true>(&t, idx, shift, states, words, len, e, m),
+                    (false, false) => enc_avx2::steps::<STORE, false>(&t, idx, shift, states, words, len, e, m),
                 }
             };
-            // The escapes' positions, last first: steps down, then the two vectors of a step
-            // (lanes 31..16, then 15..0), each in element order (descending lanes).
-            if esc.is_some() {
+            // The escapes' positions, last first: steps down, then the vectors of a step (lanes
+            // 31 down), each in element order (descending lanes).
+            if has {
                 for step in (0..full).step_by(LANES).rev() {
-                    for h in 0..2 {
-                        let mut k = masks[step / 16 + h];
+                    for h in 0..LANES / width {
+                        let mut k = masks[step / width + h];
                         while k != 0 {
-                            hits.push(step + 31 - 16 * h - k.trailing_zeros() as usize);
+                            hits.push(step + 31 - width * h - k.trailing_zeros() as usize);
                             k &= k - 1;
                         }
                     }
@@ -1476,8 +1479,8 @@ mod enc_avx512 {
     /// `cum`, which makes up for the missing `cmpl`. Entries of frequency 0 are never used (the
     /// scalar `put` asserts it).
     pub(super) struct Table {
-        rcp: Vec<u32>,
-        packed: Vec<u32>,
+        pub(super) rcp: Vec<u32>,
+        pub(super) packed: Vec<u32>,
     }
 
     impl Table {
@@ -1609,6 +1612,147 @@ mod enc_avx512 {
     }
 }
 
+/// The encoder's state machine on whole steps in AVX2 ([`enc_avx512`]'s, eight lanes a vector):
+/// four vectors of eight states, lanes 31..24, 23..16, 15..8 and 7..0, each in descending lane
+/// order. Per vector and step: the entry of each of the step's eight symbols by scalar loads (the
+/// table of [`enc_avx512::Table`]), `need` by a signed
+/// compare of biased values, the low halves of all eight states narrowed to words and the ones
+/// that renormalize compressed by a byte shuffle from a table of the 256 masks, then the same
+/// arithmetic as AVX-512.
+#[cfg(target_arch = "x86_64")]
+mod enc_avx2 {
+    use super::enc_avx512::Table;
+    use super::LANES;
+    use std::arch::x86_64::*;
+
+    /// For each mask of the eight elements whose word is written: the `pshufb` control that
+    /// moves those words (elements in order) to the front.
+    static COMPRESS: [[u8; 16]; 256] = {
+        let mut t = [[0x80u8; 16]; 256];
+        let mut m = 0;
+        while m < 256 {
+            let mut k = 0;
+            let mut j = 0;
+            while j < 8 {
+                if m >> j & 1 == 1 {
+                    t[m][2 * k] = 2 * j as u8;
+                    t[m][2 * k + 1] = 2 * j as u8 + 1;
+                    k += 1;
+                }
+                j += 1;
+            }
+            m += 1;
+        }
+        t
+    };
+
+    /// [`enc_avx512::steps`] in AVX2: the same words, order and states. With `ESC`, sets
+    /// `masks[step / 8 + k]` to the mask of the elements of vector `k` of that step whose entry
+    /// packs to `esc` (element `j` is symbol `step + 31 - 8k - j`).
+    ///
+    /// # Safety
+    /// AVX2 and POPCNT are available; `t` is not empty (indices are clamped to its last entry);
+    /// `idx.len()` is a multiple of 32; when `STORE`, `*len + idx.len() <= words.len()`; when
+    /// `ESC`, `masks.len() == idx.len() / 8`.
+    #[target_feature(enable = "avx2,popcnt")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn steps<const STORE: bool, const ESC: bool>(
+        t: &Table,
+        idx: &[u16],
+        shift: u32,
+        states: &mut [u32; LANES],
+        words: &mut [u16],
+        len: &mut usize,
+        esc: u32,
+        masks: &mut [u16],
+    ) {
+        debug_assert!(idx.len().is_multiple_of(LANES) && (!STORE || *len + idx.len() <= words.len()));
+        debug_assert!((20..=22).contains(&shift));
+        let rev = _mm256_setr_epi32(7, 6, 5, 4, 3, 2, 1, 0);
+        // The low word of each element to the low eight bytes of its 128-bit half.
+        let narrow = _mm256_setr_epi8(
+            0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1, 0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1,
+            -1, -1,
+        );
+        let m13 = _mm256_set1_epi32(0x1FFF);
+        let total = _mm256_set1_epi32(1 << (32 - shift));
+        let sign = _mm256_set1_epi32(i32::MIN);
+        // `x >u (f << shift) - 1` is `x ^ 2^31 > (f << shift) + 2^31 - 1` signed.
+        let bias = _mm256_set1_epi32(i32::MAX);
+        let cnt = _mm_cvtsi32_si128(shift as i32);
+        let last = t.len() - 1;
+        let escv = _mm256_set1_epi32(esc as i32);
+        let sp = states.as_mut_ptr();
+        // SAFETY: `states` holds 32 states.
+        let mut x: [__m256i; 4] = std::array::from_fn(|k| unsafe {
+            _mm256_permutevar8x32_epi32(_mm256_loadu_si256(sp.add(24 - 8 * k) as *const _), rev)
+        });
+        let (rp, pp) = (t.rcp.as_ptr() as *const i32, t.packed.as_ptr() as *const i32);
+        let wp = words.as_mut_ptr();
+        let mut pos = *len;
+        for step in (0..idx.len()).step_by(LANES).rev() {
+            for (k, x) in x.iter_mut().enumerate() {
+                // The entries of lanes `b + 7` down to `b`, by scalar loads (`vpgatherdd` is
+                // slower on Zen 2 and 3), each index clamped to the table, so that none reads
+                // outside it (the entries are built in range).
+                let b = step + 24 - 8 * k;
+                // SAFETY: `b + 8 <= idx.len()`, and every index is clamped below `t.len()`, the
+                // length of both arrays.
+                let (r, p) = unsafe {
+                    let i: [usize; 8] = std::array::from_fn(|j| (*idx.get_unchecked(b + 7 - j) as usize).min(last));
+                    let g = |a: *const i32| {
+                        _mm256_setr_epi32(
+                            *a.add(i[0]),
+                            *a.add(i[1]),
+                            *a.add(i[2]),
+                            *a.add(i[3]),
+                            *a.add(i[4]),
+                            *a.add(i[5]),
+                            *a.add(i[6]),
+                            *a.add(i[7]),
+                        )
+                    };
+                    (g(rp), g(pp))
+                };
+                if ESC {
+                    let m = _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(p, escv)));
+                    // SAFETY: `step / 8 + k < idx.len() / 8 == masks.len()`.
+                    unsafe { *masks.get_unchecked_mut(step / 8 + k) = m as u16 };
+                }
+                let f = _mm256_and_si256(p, m13);
+                let cum = _mm256_and_si256(_mm256_srli_epi32::<13>(p), m13);
+                let s = _mm256_srli_epi32::<26>(p);
+                let cmpl = _mm256_sub_epi32(total, f);
+                let lim = _mm256_add_epi32(_mm256_sll_epi32(f, cnt), bias);
+                let needv = _mm256_cmpgt_epi32(_mm256_xor_si256(*x, sign), lim);
+                let need = _mm256_movemask_ps(_mm256_castsi256_ps(needv)) as usize;
+                if STORE {
+                    debug_assert!(pos + 8 <= words.len());
+                    let w = _mm256_permute4x64_epi64::<0b1000>(_mm256_shuffle_epi8(*x, narrow));
+                    // SAFETY: `need < 256`.
+                    let c = unsafe { _mm_loadu_si128(COMPRESS.get_unchecked(need).as_ptr() as *const _) };
+                    let w = _mm_shuffle_epi8(_mm256_castsi256_si128(w), c);
+                    // SAFETY: `pos` is at most `*len` plus the symbols coded so far, at least 8
+                    // fewer than `idx.len()`, so 8 words fit.
+                    unsafe { _mm_storeu_si128(wp.add(pos) as *mut __m128i, w) };
+                }
+                pos += need.count_ones() as usize;
+                let y = _mm256_blendv_epi8(*x, _mm256_srli_epi32::<16>(*x), needv);
+                let pe = _mm256_mul_epu32(y, r);
+                let po = _mm256_mul_epu32(_mm256_srli_epi64::<32>(y), _mm256_srli_epi64::<32>(r));
+                let hi = _mm256_blend_epi32::<0xAA>(_mm256_srli_epi64::<32>(pe), po);
+                let q = _mm256_srlv_epi32(_mm256_add_epi32(hi, _mm256_srli_epi32::<1>(_mm256_sub_epi32(y, hi))), s);
+                *x = _mm256_add_epi32(_mm256_add_epi32(y, cum), _mm256_mullo_epi32(q, cmpl));
+            }
+        }
+        for (k, x) in x.iter().enumerate() {
+            // SAFETY: as for the loads.
+            unsafe { _mm256_storeu_si256(sp.add(24 - 8 * k) as *mut _, _mm256_permutevar8x32_epi32(*x, rev)) };
+        }
+        *len = pos;
+    }
+}
+
 /// Encodes `symbols` (values < 2^16) as one self-delimiting block appended to `out`.
 /// `Err(Error::Invalid(..))` when the block cannot be coded by this coder (more than
 /// [`MAX_SYMBOLS`] distinct symbols); the caller then uses another leaf.
@@ -1617,7 +1761,8 @@ pub fn encode(symbols: &[u16], ctx: Ctx, out: &mut Vec<u8>) -> Result<()> {
 }
 
 /// [`encode`] with the state machine at a given SIMD level (lowered to what the CPU has; AVX-512
-/// runs whole steps in vectors, lower levels are scalar). Every level writes the same bytes.
+/// and AVX2 run whole steps in vectors, the scalar level does not). Every level writes the same
+/// bytes.
 pub fn encode_at(level: Level, symbols: &[u16], ctx: Ctx, out: &mut Vec<u8>) -> Result<()> {
     let d = enc_distance(ctx)?;
     if symbols.is_empty() {
@@ -2952,9 +3097,8 @@ mod tests {
     /// precision, frequencies from 1 to `2^p`), random entry sequences (not drawn from the table,
     /// so every entry is coded from every kind of state) and random initial states over the whole
     /// range `[2^16, 2^32)`; the same words, word count and final states, storing or counting.
-    /// On a CPU without AVX-512, `simd::available()` holds only lower levels, whose state machine
-    /// is the scalar one: the test then compares the scalar path with itself (and CI with AVX-512
-    /// compares the vector path).
+    /// `simd::available()` holds the levels this CPU has: where it lacks AVX-512, that path is
+    /// compared on CPUs that have it (and the AVX2 one everywhere on x86-64).
     #[test]
     fn state_machine_levels_agree() {
         fn run(level: Level, e: &Encoder, states: [u32; LANES], store: bool) -> Coded {
@@ -3039,9 +3183,8 @@ mod tests {
     /// level equal those of the scalar encoder, and the block decodes, for random sources
     /// (lengths 0 to 5000 and a few of about 100k, alphabets of 2 to 300 symbols, flat and
     /// skewed, sparse symbols, with and without escapes) under `Ctx::None`, `Prev` and `Back(d)`.
-    /// On a CPU without AVX-512, `simd::available()` holds only lower levels, whose state machine
-    /// is the scalar one: the test then compares the scalar path with itself (and CI with AVX-512
-    /// compares the vector path).
+    /// `simd::available()` holds the levels this CPU has: where it lacks AVX-512, that path is
+    /// compared on CPUs that have it (and the AVX2 one everywhere on x86-64).
     #[test]
     fn encoder_levels_agree() {
         let mut seed = 22;
