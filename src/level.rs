@@ -99,6 +99,16 @@ impl Level {
         }
     }
 
+    /// zstd level of the meta frame (the index and the file's header). At `fast`, level 19 took
+    /// 4 ms of MiniLM's compression, alone after the chunks; level 9 took 0.5 ms for 29 more
+    /// bytes (2.2 KB).
+    pub fn meta_zstd(self) -> i32 {
+        match self {
+            Level::Fast => 9,
+            Level::Default | Level::Max => crate::container::META_LEVEL,
+        }
+    }
+
     /// Bytes the search charges per nanosecond of decode time per element (`dsl::cost`).
     pub fn decode_weight(self) -> f64 {
         match self {

@@ -68,7 +68,7 @@ pub(crate) fn compress_source<W: Write + Seek>(
     // the chunks coded (container::writer::ResidueFrame).
     let (chosen, programs, chunks, folder, writer, early) = std::thread::scope(|scope| {
         let early = (residue.len() >= container::writer::RESIDUE_FRAME_MIN)
-            .then(|| scope.spawn(|| container::writer::ResidueFrame::new(&residue)));
+            .then(|| scope.spawn(|| container::writer::ResidueFrame::new(&residue, opts.level.meta_zstd())));
         let prior = choose::prior(&jobs, &dup_of, opts)?;
         lap(1);
         let chosen = choose::programs(&jobs, &dup_of, forced, prior, opts)?;
@@ -82,7 +82,7 @@ pub(crate) fn compress_source<W: Write + Seek>(
     })?;
     let original_hash = folder.finish(&input.all()?)?;
     let index = index(input, original_hash, &jobs, &chosen, programs, chunks, residue, refs, opts)?;
-    let len = writer.finish_with(&index, early.as_ref())?;
+    let len = writer.finish_with(&index, early.as_ref(), opts.level.meta_zstd())?;
     lap(4);
     Ok(len)
 }
@@ -369,7 +369,7 @@ mod tests {
             let hash = folder.finish(&src.all().unwrap()).unwrap();
             let residue = residue(src, &jobs).unwrap();
             let index = index(src, hash, &jobs, &chosen, programs, entries, residue, None, &opts).unwrap();
-            let len = writer.finish_with(&index, None).unwrap() as usize;
+            let len = writer.finish_with(&index, None, opts.level.meta_zstd()).unwrap() as usize;
             let mut archive = out.into_inner();
             archive.truncate(len);
             assert_eq!(crate::decompress(&archive).unwrap(), input, "bad chunk {bad}");

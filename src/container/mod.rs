@@ -33,8 +33,9 @@ pub const FOOTER_LEN: usize = 32;
 pub const MAX_CHUNK_BYTES: u64 = 64 << 20;
 /// Largest decoded meta block (index + residue) a reader accepts.
 pub const MAX_META_BYTES: u64 = 256 << 20;
-/// Level of the zstd frame that holds the meta block.
-const META_LEVEL: i32 = 19;
+/// Level of the zstd frame that holds the meta block (the `default` and `max` compression
+/// levels; `Level::meta_zstd`).
+pub(crate) const META_LEVEL: i32 = 19;
 
 /// A raw-content zstd dictionary for the meta block: the vocabulary of safetensors headers
 /// (JSON keys, dtype names, words common in tensor names), so that even a file of a few tensors

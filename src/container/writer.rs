@@ -68,9 +68,11 @@ pub struct ResidueFrame {
 }
 
 impl ResidueFrame {
-    pub fn new(residue: &[u8]) -> Result<ResidueFrame> {
+    /// The frame of `residue`, at zstd level `level` (the meta's; [`GATHERED_LEVEL`] at most
+    /// for gathered GGUF strings).
+    pub fn new(residue: &[u8], level: i32) -> Result<ResidueFrame> {
         let (model, stored) = super::header_model::encode(residue);
-        let level = if model == super::header_model::GGUF_STRINGS { GATHERED_LEVEL } else { META_LEVEL };
+        let level = if model == super::header_model::GGUF_STRINGS { GATHERED_LEVEL.min(level) } else { level };
         let frame = zstd::bulk::compress(&stored, level)?;
         Ok(ResidueFrame { residue: (residue.len(), xxh3_64(residue)), model, stored_len: stored.len(), frame })
     }
@@ -78,24 +80,24 @@ impl ResidueFrame {
 
 /// What follows the payloads: the meta frame (index and residue) and the footer.
 pub fn meta_and_footer(index: &Index) -> Result<Vec<u8>> {
-    meta_and_footer_with(index, None)
+    meta_and_footer_with(index, None, META_LEVEL)
 }
 
-/// [`meta_and_footer`], with the residue's frame made ahead when given (and made from this
-/// index's residue).
-pub fn meta_and_footer_with(index: &Index, early: Option<&ResidueFrame>) -> Result<Vec<u8>> {
+/// [`meta_and_footer`] with the meta frame at zstd level `level`, and the residue's frame made
+/// ahead when given (and made from this index's residue).
+pub fn meta_and_footer_with(index: &Index, early: Option<&ResidueFrame>, level: i32) -> Result<Vec<u8>> {
     let (mut out, meta_raw_len) = match early {
         Some(rf) if rf.residue == (index.residue.len(), xxh3_64(&index.residue)) => {
             let (head, tail) = index.write_around(rf.model, rf.stored_len);
-            let mut out = meta_frame(&head)?;
+            let mut out = meta_frame(&head, level)?;
             out.extend_from_slice(&rf.frame);
-            out.extend_from_slice(&meta_frame(&tail)?);
+            out.extend_from_slice(&meta_frame(&tail, level)?);
             (out, head.len() + rf.stored_len + tail.len())
         }
         _ => {
             let mut meta_raw = Vec::new();
             index.write(&mut meta_raw);
-            (meta_frame(&meta_raw)?, meta_raw.len())
+            (meta_frame(&meta_raw, level)?, meta_raw.len())
         }
     };
     let meta_len = out.len() as u64;
@@ -115,15 +117,14 @@ const META_PLAIN_MIN: usize = 64 << 10;
 /// optimal parser codes a large input with a dictionary loaded a fifth worse. Either frame has
 /// dictionary ID 0 and decodes with the dictionary loaded (a frame that never refers to it
 /// ignores it), so readers need not know which was kept.
-fn meta_frame(meta_raw: &[u8]) -> Result<Vec<u8>> {
-    let with = || -> Result<Vec<u8>> {
-        Ok(zstd::bulk::Compressor::with_dictionary(META_LEVEL, META_DICT)?.compress(meta_raw)?)
-    };
+fn meta_frame(meta_raw: &[u8], level: i32) -> Result<Vec<u8>> {
+    let with =
+        || -> Result<Vec<u8>> { Ok(zstd::bulk::Compressor::with_dictionary(level, META_DICT)?.compress(meta_raw)?) };
     if meta_raw.len() <= META_PLAIN_MIN {
         return with();
     }
     // Both at once: at this level a MB of tokenizer strings takes the better part of a second.
-    let (with, plain) = rayon::join(with, || zstd::bulk::compress(meta_raw, META_LEVEL));
+    let (with, plain) = rayon::join(with, || zstd::bulk::compress(meta_raw, level));
     let (with, plain) = (with?, plain?);
     Ok(if plain.len() < with.len() { plain } else { with })
 }
@@ -180,12 +181,13 @@ impl<'w, W: Write + Seek> Writer<'w, W> {
     /// Writes the meta frame and the footer; returns the archive's length (the output may hold
     /// stale bytes past it after a rewind).
     pub fn finish(self, index: &Index) -> Result<u64> {
-        self.finish_with(index, None)
+        self.finish_with(index, None, META_LEVEL)
     }
 
-    /// [`Writer::finish`] with the residue's frame made ahead ([`ResidueFrame`]).
-    pub fn finish_with(self, index: &Index, early: Option<&ResidueFrame>) -> Result<u64> {
-        let tail = meta_and_footer_with(index, early)?;
+    /// [`Writer::finish`] with the residue's frame made ahead ([`ResidueFrame`]) and the meta
+    /// frame at zstd level `level`.
+    pub fn finish_with(self, index: &Index, early: Option<&ResidueFrame>, level: i32) -> Result<u64> {
+        let tail = meta_and_footer_with(index, early, level)?;
         self.out.write_all(&tail).map_err(write_error)?;
         self.out.flush().map_err(write_error)?;
         Ok(self.offset + tail.len() as u64)
