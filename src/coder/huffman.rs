@@ -308,7 +308,8 @@ pub fn encode(symbols: &[u16], out: &mut Vec<u8>) {
     // Per symbol value: (bits << 32) | value, where value is the reversed code (and, for an
     // escaped symbol, the raw symbol above the escape code).
     let codes = canonical_codes(&plan.lens);
-    let mut enc = vec![0u64; ALPHABET];
+    // (Only as long as the alphabet: a block of bytes filled 512 KB for 256 entries.)
+    let mut enc = vec![0u64; alphabet];
     if plan.esc {
         let el = u32::from(plan.lens[plan.syms.len()]);
         let ec = u64::from(codes[plan.syms.len()]);

@@ -1807,10 +1807,14 @@ fn write_block(level: Level, symbols: &[u16], alphabet: usize, plan: &Plan, d: u
         }
         bw.finish();
     }
-    let start = out.len();
-    out.resize(start + 2 * coded.nwords, 0);
-    for (dst, &wd) in out[start..].chunks_exact_mut(2).zip(coded.words[..coded.nwords].iter().rev()) {
-        dst.copy_from_slice(&wd.to_le_bytes());
+    // The words in decode order, little-endian (reversed in place, then copied: no zero fill).
+    let mut coded = coded;
+    let words = &mut coded.words[..coded.nwords];
+    words.reverse();
+    if cfg!(target_endian = "little") {
+        out.extend_from_slice(bytemuck::cast_slice(words));
+    } else {
+        out.extend(words.iter().flat_map(|w| w.to_le_bytes()));
     }
     recycle(coded);
 }

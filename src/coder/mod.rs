@@ -214,9 +214,29 @@ pub fn pack(values: impl Iterator<Item = u64>, bits: u32, out: &mut Vec<u8>) {
     w.finish();
 }
 
-/// [`pack`] of byte values of `bits` bits (1..=8, values below `2^bits`): eight values at a
-/// time, gathered into `bits` bytes by three steps of shifts and masks (the same bytes).
+/// [`pack`] of byte values of `bits` bits (1..=8, values below `2^bits`), appended to `out`:
+/// eight values at a time (the same bytes).
 pub fn pack_u8(values: &[u8], bits: u32, out: &mut Vec<u8>) {
+    pack_u8_at(crate::simd::level(), values, bits, out)
+}
+
+/// [`pack_u8`] at a given SIMD level (lowered to what the CPU has): from the AVX2 level, one
+/// BMI2 `pext` per eight values (`simd::avx2::pack_u8`), else [`pack_u8_scalar`].
+pub fn pack_u8_at(level: crate::simd::Level, values: &[u8], bits: u32, out: &mut Vec<u8>) {
+    assert!((1..=8).contains(&bits));
+    #[cfg(target_arch = "x86_64")]
+    if level.min(crate::simd::detected()) >= crate::simd::Level::Avx2 {
+        // SAFETY: AVX2 and BMI2 were detected on this CPU (every level from AVX2 up has them),
+        // and `bits` is in 1..=8.
+        return unsafe { crate::simd::avx2::pack_u8(values, bits, out) };
+    }
+    let _ = level;
+    pack_u8_scalar(values, bits, out)
+}
+
+/// [`pack_u8`] without SIMD: eight values at a time, gathered into `bits` bytes by three steps
+/// of shifts and masks.
+pub(crate) fn pack_u8_scalar(values: &[u8], bits: u32, out: &mut Vec<u8>) {
     debug_assert!((1..=8).contains(&bits));
     #[inline(always)]
     fn gather(x: u64, bits: u32) -> u64 {
@@ -381,7 +401,13 @@ mod tests {
                 pack(vals.iter().copied(), bits, &mut want);
                 let mut out = vec![7u8];
                 if bits <= 8 {
-                    pack_u8(&vals.iter().map(|&v| v as u8).collect::<Vec<_>>(), bits, &mut out);
+                    let bytes: Vec<u8> = vals.iter().map(|&v| v as u8).collect();
+                    for level in crate::simd::available() {
+                        let mut at = vec![7u8];
+                        pack_u8_at(level, &bytes, bits, &mut at);
+                        assert_eq!(at, want, "{level:?} bits {bits} n {n}");
+                    }
+                    pack_u8(&bytes, bits, &mut out);
                 } else {
                     pack_u16(&vals.iter().map(|&v| v as u16).collect::<Vec<_>>(), bits, &mut out);
                 }

@@ -29,6 +29,37 @@ pub unsafe fn unpack_u8(data: &[u8], bits: u32, out: &mut [u8]) {
     scalar::unpack(&data[groups * b..], bits, &mut out[groups * 8..]);
 }
 
+/// [`crate::coder::pack_u8`], the inverse of [`unpack_u8`]: one `pext` gathers eight values of
+/// `bits` bits from an 8-byte load into `bits` bytes, stored as eight (the next group's store
+/// overwrites the rest), into `out`'s spare capacity: no zero fill. The last values (fewer
+/// than eight) go to the scalar packer.
+///
+/// # Safety
+/// The CPU must support BMI2; `bits` is in 1..=8.
+#[target_feature(enable = "avx2,bmi2")]
+#[allow(unused_unsafe)] // `_pext_u64` is a safe call inside this function on recent compilers only
+pub unsafe fn pack_u8(values: &[u8], bits: u32, out: &mut Vec<u8>) {
+    let b = bits as usize;
+    if b == 8 {
+        out.extend_from_slice(values);
+        return;
+    }
+    let groups = values.len() / 8;
+    let gather = 0x0101_0101_0101_0101u64 * ((1u64 << bits) - 1);
+    let start = out.len();
+    out.reserve(groups * b + 8);
+    let dst = out.spare_capacity_mut().as_mut_ptr() as *mut u8;
+    for (g, v) in values[..groups * 8].chunks_exact(8).enumerate() {
+        let w = u64::from_le_bytes(v.try_into().unwrap());
+        // SAFETY: BMI2 is enabled for this function and the caller checked the CPU has it; the
+        // store ends at `g * b + 8 <= groups * b + 8`, within the capacity reserved above.
+        unsafe { dst.add(g * b).cast::<u64>().write_unaligned(_pext_u64(w, gather).to_le()) };
+    }
+    // SAFETY: the stores wrote (at least) the `groups * b` bytes past `start`.
+    unsafe { out.set_len(start + groups * b) };
+    crate::coder::pack_u8_scalar(&values[groups * 8..], bits, out);
+}
+
 /// [`super::unpack_u16`]: eight values are `bits` bytes; two `pdep`s spread four values each into
 /// four 16-bit lanes.
 ///

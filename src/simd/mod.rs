@@ -12,6 +12,9 @@
 //!   (AVX2 level: sixteen 16-bit words per iteration for bf16/fp16).
 //! * [`merge_planes`]: `(hi << shift) | lo`, the inverse of two byte planes.
 //!
+//! The encoder's packing of bytes (`coder::pack_u8`) has an AVX2-level kernel here too (BMI2
+//! `pext`, the inverse of `unpack`'s `pdep`).
+//!
 //! The AVX-512 level has its own lanes decoder refill (`coder::lanes`); these kernels run their
 //! AVX2 versions there.
 
