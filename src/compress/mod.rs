@@ -5,8 +5,9 @@
 //! 3. [`choose::prior`]: the production prior (the built-in one by default);
 //! 4. [`choose::programs`]: one program per tensor (imposed, copy, or searched);
 //! 5. [`chunk_list`]: the chunks of every tensor, in index order;
-//! 6. [`encode`]: chunks coded a batch at a time and written as they come; a tensor whose
-//!    program (chosen on a sample) cannot code one of its chunks is rewritten as `raw`;
+//! 6. [`encode`]: chunks coded in index order by every worker and written in that order as
+//!    they come; a tensor whose program (chosen on a sample) cannot code one of its chunks is
+//!    rewritten as `raw`;
 //! 7. [`residue`]: every byte outside the tensors;
 //! 8. [`index`]: what the decoder needs, written with the footer by the container's writer.
 //!
@@ -25,7 +26,6 @@ use crate::source::{self, Source};
 use crate::{hash, synth, work, Archive, DecodeOptions, Options};
 use choose::{chunk_elems, Chosen};
 use plan::Job;
-use rayon::prelude::*;
 use std::io::{Seek, Write};
 
 /// A caller-supplied program for tensor `i` (None: let the chooser decide).
@@ -45,7 +45,7 @@ struct Coded {
 
 /// Compresses `input` into `out` (from position 0) and returns the archive's length; `out` may
 /// hold stale bytes past it (a tensor recoded as `raw` is rewritten in place).
-pub(crate) fn compress_source<W: Write + Seek>(
+pub(crate) fn compress_source<W: Write + Seek + Send>(
     input: Source,
     opts: &Options,
     forced: Option<ProgramOverride>,
@@ -173,10 +173,15 @@ fn encode_chunk(j: &Job, program: &Node, (_, s, e): Work, len: u64) -> Result<Co
     Ok(Coded { payload, checksum: Some(checksum), sums: (blocks.start, sums) })
 }
 
-/// Codes every chunk, a batch at a time, and writes them in index order. Returns each
-/// tensor's final program and chunk entries, and the whole file's checksum as far as the chunks
-/// summed it (the rest of it is read by [`hash::Folder::finish`]).
-fn encode<W: Write + Seek>(
+/// Codes every chunk and writes them in index order. Returns each tensor's final program and
+/// chunk entries, and the whole file's checksum as far as the chunks summed it (the rest of it
+/// is read by [`hash::Folder::finish`]).
+///
+/// Workers take the chunks in index order and code them; whichever finishes the next chunk to
+/// be written writes it and any that follow it, while the others go on coding: no worker waits
+/// for a whole batch. At most `2 * batch` chunks are taken and not yet written (their payloads,
+/// about a chunk each; `work::batch`), and `min(threads, batch)` are coded at once.
+fn encode<W: Write + Seek + Send>(
     input: Source,
     jobs: &[Job],
     chosen: &[Chosen],
@@ -185,74 +190,193 @@ fn encode<W: Write + Seek>(
     writer: &mut Writer<W>,
 ) -> Result<(Vec<Node>, Vec<Vec<ChunkEntry>>, hash::Folder)> {
     let (all, len) = (input.all()?, input.len());
-    let mut folder = hash::Folder::new(len as usize);
-    // A batch is written while the next one is coded: its payloads (about a chunk each) count
-    // with the next batch's working set.
     let per = work::CHUNK_WORKING_SET;
-    let batch = work::batch(opts.chunk_bytes as u64, opts.memory_limit / (per + 1) * per, rayon::current_num_threads());
-    let mut programs: Vec<Node> = chosen.iter().map(|c| c.program.clone()).collect();
-    let mut chunks: Vec<Vec<ChunkEntry>> = vec![Vec::new(); jobs.len()];
-    let mut tensor_start = vec![writer.offset(); jobs.len()];
-    let mut recoded = vec![false; jobs.len()];
-    let put = |writer: &mut Writer<W>, folder: &mut hash::Folder, chunks: &mut Vec<ChunkEntry>, w: Work, c: Coded| {
-        let elems = ((w.2 - w.1) / (jobs[w.0].word_bits / 8) as usize) as u64;
-        chunks.push(writer.put(&c.payload, elems, c.checksum)?);
-        folder.fold(c.sums.0, &c.sums.1, &all)
-    };
-    let code = |part: &[Work], programs: &[Node]| -> Vec<Result<Coded>> {
-        part.par_iter().map(|&w| encode_chunk(&jobs[w.0], &programs[w.0], w, len)).collect()
-    };
-    let parts: Vec<&[Work]> = work.chunks(batch).collect();
-    let mut ready = parts.first().map_or_else(Vec::new, |p| code(p, &programs));
-    for (k, part) in parts.iter().enumerate() {
-        let coded = std::mem::take(&mut ready);
-        // The next batch is coded (by the other workers, and by this one once it has written
-        // this batch) with the programs as they are now: the chunks of a tensor that this batch
-        // sends to `raw` are all recoded with it below, and their results from there are skipped.
-        let (snapshot, mut next) = (programs.clone(), Vec::new());
-        rayon::in_place_scope(|scope| -> Result<()> {
-            if let Some(p) = parts.get(k + 1) {
-                scope.spawn(|_| next = code(p, &snapshot));
+    let threads = rayon::current_num_threads();
+    let batch = work::batch(opts.chunk_bytes as u64, opts.memory_limit / (per + 1) * per, threads);
+    let pipe = Pipe::new(2 * batch);
+    let out = std::sync::Mutex::new(Output {
+        folder: hash::Folder::new(len as usize),
+        programs: chosen.iter().map(|c| c.program.clone()).collect(),
+        chunks: vec![Vec::new(); jobs.len()],
+        tensor_start: vec![writer.offset(); jobs.len()],
+        writer,
+    });
+    // Tensors sent to `raw` (a chunk their program could not code): chunks taken after that are
+    // coded as `raw`, and those coded before with the old program are coded again.
+    let to_raw: Vec<std::sync::atomic::AtomicBool> = jobs.iter().map(|_| Default::default()).collect();
+    let raw = dsl::build::raw();
+    let code =
+        |w: Work, as_raw: bool| encode_chunk(&jobs[w.0], if as_raw { &raw } else { &chosen[w.0].program }, w, len);
+    // Writes the chunks that are ready, from the next one to be written on.
+    let write_ready = |out: &mut Output<W>| -> Result<()> {
+        while let Some((k, as_raw, coded)) = pipe.next_ready() {
+            let (w, i) = (work[k], work[k].0);
+            if w.1 == 0 {
+                out.tensor_start[i] = out.writer.offset();
+            }
+            let now_raw = to_raw[i].load(std::sync::atomic::Ordering::Acquire);
+            match coded {
+                // Coded before its tensor was sent to `raw`.
+                _ if as_raw != now_raw => out.put(jobs, &all, w, code(w, true)?)?,
+                Ok(c) => out.put(jobs, &all, w, c)?,
+                // A chunk that the program chosen on a sample cannot code sends its whole
+                // tensor to `raw`: rewrite the tensor from its start.
+                Err(Error::Invalid(_)) if !chosen[i].fixed && !as_raw => {
+                    to_raw[i].store(true, std::sync::atomic::Ordering::Release);
+                    out.programs[i] = raw.clone();
+                    out.writer.rewind_to(out.tensor_start[i])?;
+                    out.chunks[i].clear();
+                    for &x in work[..=k].iter().filter(|x| x.0 == i) {
+                        out.put(jobs, &all, x, code(x, true)?)?;
+                    }
+                }
+                Err(Error::Invalid(_)) if chosen[i].fixed => {
+                    return Err(Error::invalid(format!("the program given for tensor {i} does not apply")))
+                }
+                Err(e) => return Err(e),
             }
             if let Some(p) = &opts.progress {
-                let bytes: usize = part.iter().map(|w| w.2 - w.1).sum();
-                p.fetch_add(bytes as u64, std::sync::atomic::Ordering::Relaxed);
+                p.fetch_add((w.2 - w.1) as u64, std::sync::atomic::Ordering::Relaxed);
             }
-            for (&w, c) in part.iter().zip(coded) {
-                let i = w.0;
-                if recoded[i] {
-                    continue;
+            pipe.written();
+        }
+        Ok(())
+    };
+    let work_on = || {
+        while let Some(k) = pipe.take(work.len()) {
+            let as_raw = to_raw[work[k].0].load(std::sync::atomic::Ordering::Acquire);
+            pipe.put(k, as_raw, code(work[k], as_raw));
+            // The chunks are written by one worker at a time; one that finds another writing
+            // goes back to coding (the writer sees its chunk, or it is checked again below).
+            while let Ok(mut out) = out.try_lock() {
+                if let Err(e) = write_ready(&mut out) {
+                    return pipe.fail(e);
                 }
-                if w.1 == 0 {
-                    tensor_start[i] = writer.offset();
-                }
-                match c {
-                    Ok(c) => put(writer, &mut folder, &mut chunks[i], w, c)?,
-                    // A chunk that the program chosen on a sample cannot code sends its whole
-                    // tensor to `raw`: rewrite the tensor from its start.
-                    Err(Error::Invalid(_)) if !chosen[i].fixed => {
-                        programs[i] = dsl::build::raw();
-                        recoded[i] = true;
-                        writer.rewind_to(tensor_start[i])?;
-                        chunks[i].clear();
-                        let mine: Vec<Work> = work.iter().copied().filter(|x| x.0 == i).collect();
-                        for again in mine.chunks(batch) {
-                            for (&x, c) in again.iter().zip(code(again, &programs)) {
-                                put(writer, &mut folder, &mut chunks[i], x, c?)?;
-                            }
-                        }
-                    }
-                    Err(Error::Invalid(_)) => {
-                        return Err(Error::invalid(format!("the program given for tensor {i} does not apply")))
-                    }
-                    Err(e) => return Err(e),
+                drop(out);
+                if !pipe.next_is_ready() {
+                    break;
                 }
             }
-            Ok(())
-        })?;
-        ready = next;
+        }
+    };
+    // A worker that panics fails the pipe first, so that none waits for its chunk.
+    let worker = || {
+        if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work_on)) {
+            pipe.fail(Error::invalid("a worker panicked"));
+            std::panic::resume_unwind(p);
+        }
+    };
+    rayon::scope(|s| {
+        for _ in 0..threads.min(batch) {
+            s.spawn(|_| worker());
+        }
+    });
+    pipe.finish()?;
+    let out = out.into_inner().unwrap_or_else(|p| p.into_inner());
+    Ok((out.programs, out.chunks, out.folder))
+}
+
+/// What [`encode`] writes to, and what it keeps of what it wrote.
+struct Output<'a, 'w, W: Write + Seek> {
+    writer: &'a mut Writer<'w, W>,
+    folder: hash::Folder,
+    programs: Vec<Node>,
+    chunks: Vec<Vec<ChunkEntry>>,
+    tensor_start: Vec<u64>,
+}
+
+impl<W: Write + Seek> Output<'_, '_, W> {
+    /// Writes chunk `w`'s payload and folds its block sums.
+    fn put(&mut self, jobs: &[Job], all: &source::Bytes, w: Work, c: Coded) -> Result<()> {
+        let elems = ((w.2 - w.1) / (jobs[w.0].word_bits / 8) as usize) as u64;
+        self.chunks[w.0].push(self.writer.put(&c.payload, elems, c.checksum)?);
+        self.folder.fold(c.sums.0, &c.sums.1, all)
     }
-    Ok((programs, chunks, folder))
+}
+
+/// The chunks of [`encode`] between the workers that code them and the one that writes them:
+/// a ring of `window` slots (chunk `k` in slot `k % window`), the number of chunks taken and
+/// written, and the first error.
+struct Pipe {
+    state: std::sync::Mutex<PipeState>,
+    /// Signalled when a chunk is written or the pipe fails (for workers waiting for a slot).
+    room: std::sync::Condvar,
+}
+
+/// A coded chunk waiting to be written: coded as `raw` or not, and the result.
+type Slot = Option<(bool, Result<Coded>)>;
+
+struct PipeState {
+    slots: Vec<Slot>,
+    taken: usize,
+    written: usize,
+    error: Option<Error>,
+}
+
+impl Pipe {
+    fn new(window: usize) -> Pipe {
+        let slots = (0..window.max(1)).map(|_| None).collect();
+        Pipe {
+            state: std::sync::Mutex::new(PipeState { slots, taken: 0, written: 0, error: None }),
+            room: std::sync::Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, PipeState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The next chunk to code (of `n`), once its slot is free; None when all are taken or the
+    /// pipe failed.
+    fn take(&self, n: usize) -> Option<usize> {
+        let mut s = self.lock();
+        while s.error.is_none() && s.taken < n && s.taken >= s.written + s.slots.len() {
+            s = self.room.wait(s).unwrap_or_else(|p| p.into_inner());
+        }
+        if s.error.is_some() || s.taken >= n {
+            return None;
+        }
+        s.taken += 1;
+        Some(s.taken - 1)
+    }
+
+    fn put(&self, k: usize, as_raw: bool, coded: Result<Coded>) {
+        let mut s = self.lock();
+        let w = s.slots.len();
+        s.slots[k % w] = Some((as_raw, coded));
+    }
+
+    fn next_is_ready(&self) -> bool {
+        let s = self.lock();
+        s.slots[s.written % s.slots.len()].is_some()
+    }
+
+    /// The next chunk to write, when it is coded (and the pipe has not failed): its number and
+    /// slot.
+    fn next_ready(&self) -> Option<(usize, bool, Result<Coded>)> {
+        let mut s = self.lock();
+        if s.error.is_some() {
+            return None;
+        }
+        let (k, w) = (s.written, s.slots.len());
+        s.slots[k % w].take().map(|(as_raw, c)| (k, as_raw, c))
+    }
+
+    /// The chunk given by the last `next_ready` is written: its slot is free.
+    fn written(&self) {
+        self.lock().written += 1;
+        self.room.notify_all();
+    }
+
+    fn fail(&self, e: Error) {
+        self.lock().error.get_or_insert(e);
+        self.room.notify_all();
+    }
+
+    /// The first error, if any.
+    fn finish(&self) -> Result<()> {
+        self.lock().error.take().map_or(Ok(()), Err)
+    }
 }
 
 /// Every byte outside the jobs, in file order.
@@ -344,35 +468,46 @@ mod tests {
     }
 
     /// A chunk that the chosen program cannot code (here `lanes` over more than 4095 distinct
-    /// symbols) sends its whole tensor to `raw`, whichever batch it falls in; the chunks of the
-    /// batch coded meanwhile with the old program are not written twice, and the archive decodes.
+    /// symbols) sends its whole tensor to `raw`, wherever it falls: the chunks of the tensor
+    /// written before it are rewritten, those coded meanwhile with the old program are coded
+    /// again, and the archive decodes. The archive is the same on one thread and on two, and with
+    /// a memory limit that lets one chunk be coded at a time (two taken before they are written).
     #[test]
     fn a_chunk_the_program_cannot_code_sends_its_tensor_to_raw() {
         let (chunks, per) = (40, 5000);
         for bad in [0, 3, 17, 39] {
             let input = file(chunks, per, bad);
-            let opts = Options { chunk_bytes: 2 * per, ..Default::default() };
-            let src = Source::Memory(&input);
-            let jobs = plan::plan(src, None, opts.memory_limit).unwrap();
-            assert_eq!(jobs.len(), 2);
-            let chosen: Vec<Chosen> = jobs
-                .iter()
-                .map(|_| Chosen { program: dsl::build::lanes(), fixed: false, standalone_estimate: 0 })
-                .collect();
-            let work = chunk_list(&jobs, &opts);
-            let mut out = std::io::Cursor::new(Vec::new());
-            let mut writer = Writer::start(&mut out).unwrap();
-            let (programs, entries, folder) = encode(src, &jobs, &chosen, &work, &opts, &mut writer).unwrap();
-            assert_eq!(programs[0], dsl::build::raw(), "bad chunk {bad}");
-            assert_eq!(programs[1], dsl::build::lanes());
-            assert_eq!(entries[0].len(), chunks);
-            let hash = folder.finish(&src.all().unwrap()).unwrap();
-            let residue = residue(src, &jobs).unwrap();
-            let index = index(src, hash, &jobs, &chosen, programs, entries, residue, None, &opts).unwrap();
-            let len = writer.finish_with(&index, None, opts.level.meta_zstd()).unwrap() as usize;
-            let mut archive = out.into_inner();
-            archive.truncate(len);
-            assert_eq!(crate::decompress(&archive).unwrap(), input, "bad chunk {bad}");
+            let archive = |threads: usize, memory_limit: u64| {
+                let opts = Options { chunk_bytes: 2 * per, memory_limit, ..Default::default() };
+                let src = Source::Memory(&input);
+                let jobs = plan::plan(src, None, opts.memory_limit).unwrap();
+                assert_eq!(jobs.len(), 2);
+                let chosen: Vec<Chosen> = jobs
+                    .iter()
+                    .map(|_| Chosen { program: dsl::build::lanes(), fixed: false, standalone_estimate: 0 })
+                    .collect();
+                let work = chunk_list(&jobs, &opts);
+                let mut out = std::io::Cursor::new(Vec::new());
+                let mut writer = Writer::start(&mut out).unwrap();
+                let pool = work::pool(threads).unwrap();
+                let (programs, entries, folder) =
+                    pool.install(|| encode(src, &jobs, &chosen, &work, &opts, &mut writer)).unwrap();
+                assert_eq!(programs[0], dsl::build::raw(), "bad chunk {bad}");
+                assert_eq!(programs[1], dsl::build::lanes());
+                assert_eq!(entries[0].len(), chunks);
+                let hash = folder.finish(&src.all().unwrap()).unwrap();
+                let residue = residue(src, &jobs).unwrap();
+                let index = index(src, hash, &jobs, &chosen, programs, entries, residue, None, &opts).unwrap();
+                let len = writer.finish_with(&index, None, opts.level.meta_zstd()).unwrap() as usize;
+                let mut archive = out.into_inner();
+                archive.truncate(len);
+                archive
+            };
+            let two = archive(2, Options::default().memory_limit);
+            assert_eq!(crate::decompress(&two).unwrap(), input, "bad chunk {bad}");
+            assert!(archive(1, Options::default().memory_limit) == two, "bad chunk {bad}, one thread");
+            // One chunk coded at a time (`work::batch` of 1).
+            assert!(archive(2, 7 * 2 * per as u64) == two, "bad chunk {bad}, small memory limit");
         }
     }
 }
