@@ -122,6 +122,30 @@ fn merge_planes_every_level() {
     }
 }
 
+/// The coded order of `lanes(adj)` at every level, from bytes and from 16-bit words: run `j` of
+/// `r = n / 32` words in lane `j`, then the last words as they are; lengths around the blocks of
+/// 16 steps of the AVX2 kernel.
+#[test]
+fn to_runs_every_level() {
+    for level in simd::available() {
+        for n in [0, 1, 31, 32, 33, 32 * 15 + 5, 32 * 16, 32 * 16 + 31, 32 * 17, 32 * 48 + 3, 100_003] {
+            let words: Vec<u16> = values(n as u64, n, 16).into_iter().map(|v| v as u16).collect();
+            let r = n / 32;
+            let mut want: Vec<u16> = words.clone();
+            for (i, &v) in words.iter().enumerate().take(32 * r) {
+                want[32 * (i % r) + i / r] = v;
+            }
+            let mut got = vec![0u16; n];
+            simd::to_runs_at(level, &words, &mut got);
+            assert!(got == want, "level {level:?} n {n}, 16-bit words");
+            let bytes: Vec<u8> = words.iter().map(|&v| v as u8).collect();
+            let want: Vec<u16> = want.iter().map(|&v| v & 0xFF).collect();
+            simd::to_runs_at(level, &bytes, &mut got);
+            assert!(got == want, "level {level:?} n {n}, bytes");
+        }
+    }
+}
+
 proptest! {
     #[test]
     fn unpack_matches_scalar(bits in 1u32..=16, n in 0usize..300, seed in any::<u64>()) {

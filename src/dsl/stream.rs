@@ -215,15 +215,10 @@ impl Stream {
         if bytes.len() % cb != 0 {
             return Err(Error::corrupt("byte length is not a multiple of the word size"));
         }
-        // Little-endian words are their bytes: one copy (a loop per word on other machines).
-        fn words<T: bytemuck::Pod + Default>(bytes: &[u8], from: impl Fn(&[u8]) -> T) -> Vec<T> {
-            if cfg!(target_endian = "little") {
-                let mut v = vec![T::default(); bytes.len() / std::mem::size_of::<T>()];
-                bytemuck::cast_slice_mut::<T, u8>(&mut v).copy_from_slice(bytes);
-                v
-            } else {
-                bytes.chunks_exact(std::mem::size_of::<T>()).map(from).collect()
-            }
+        // One pass per word, which compiles to a copy on little-endian machines (no zero fill
+        // of the words first).
+        fn words<T>(bytes: &[u8], from: impl Fn(&[u8]) -> T) -> Vec<T> {
+            bytes.chunks_exact(std::mem::size_of::<T>()).map(from).collect()
         }
         let data = match cb {
             1 => Data::U8(bytes.to_vec()),

@@ -199,6 +199,43 @@ pub fn merge_planes16(hi: &[u8], lo: &[u8], shift: u32, out: &mut [u16]) {
     merge_planes16_at(level(), hi, lo, shift, out)
 }
 
+/// Runs of [`to_runs`]: the lanes of the `lanes` coder.
+pub const RUNS: usize = 32;
+
+/// A word that [`to_runs`] moves: a byte or a 16-bit word (the AVX2 kernel loads 16 of them
+/// into the 16-bit lanes of a vector).
+pub trait RunWord: Copy + Into<u16> {
+    /// # Safety
+    /// The CPU must support AVX2, and 16 words must be readable from `p`.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn load16(p: *const Self) -> std::arch::x86_64::__m256i;
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+impl RunWord for u8 {}
+#[cfg(not(target_arch = "x86_64"))]
+impl RunWord for u16 {}
+
+/// The coded order of `lanes(adj)`: `y[32 t + j] = x[r j + t]` with `r = n / 32` (run `j` of
+/// `x` in lane `j`), then the last `n - 32 r` words as they are; `y` is as long as `x`.
+pub fn to_runs<T: RunWord>(x: &[T], y: &mut [u16]) {
+    to_runs_at(level(), x, y)
+}
+
+/// [`to_runs`] at a given level.
+pub fn to_runs_at<T: RunWord>(level: Level, x: &[T], y: &mut [u16]) {
+    assert_eq!(x.len(), y.len());
+    #[cfg(target_arch = "x86_64")]
+    if level.min(detected()) >= Level::Avx2 {
+        // SAFETY: AVX2 was detected on this CPU (every level from AVX2 up has it); the lengths
+        // are equal (asserted above).
+        let t0 = unsafe { avx2::to_runs(x, y) };
+        return scalar::to_runs(x, y, t0);
+    }
+    let _ = level;
+    scalar::to_runs(x, y, 0)
+}
+
 /// [`merge_planes16`] at a given level.
 pub fn merge_planes16_at(level: Level, hi: &[u8], lo: &[u8], shift: u32, out: &mut [u16]) {
     check_merge(hi.len(), lo.len(), out.len(), out.len());

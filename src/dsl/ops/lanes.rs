@@ -39,17 +39,11 @@ fn to_runs(x: &[u16]) -> Vec<u16> {
     y
 }
 
-/// [`to_runs`] into `y` (resized to `x.len()`).
-fn to_runs_into(x: &[u16], y: &mut Vec<u16>) {
-    let (n, r) = (x.len(), x.len() / lanes::LANES);
-    // (Every word is written below: a reused buffer needs no clearing.)
-    y.resize(n, 0);
-    for (j, run) in x[..lanes::LANES * r].chunks_exact(r.max(1)).enumerate() {
-        for (t, &v) in run.iter().enumerate() {
-            y[lanes::LANES * t + j] = v;
-        }
-    }
-    y[lanes::LANES * r..].copy_from_slice(&x[lanes::LANES * r..]);
+/// [`to_runs`] of words `x` (bytes or 16-bit words) into `y` (resized to `x.len()`).
+fn to_runs_into<T: crate::simd::RunWord>(x: &[T], y: &mut Vec<u16>) {
+    // (Every word is written: a reused buffer needs no clearing.)
+    y.resize(x.len(), 0);
+    crate::simd::to_runs(x, y);
 }
 
 /// The inverse of [`to_runs`], into `x` (as long as `y`), in blocks of 16 steps (1 KiB of `y`)
@@ -112,7 +106,24 @@ impl Lanes {
         if x.ty.bits > 16 {
             return Err(Error::invalid("lanes leaf over words wider than 16 bits"));
         }
-        self.encode_symbols(&x.u16_symbols(), out)
+        match (&x.data, self.ctx) {
+            // Byte planes go to the coded order straight from their bytes.
+            (Data::U8(d), LanesCtx::Adjacent) => Self::encode_adjacent(d, out),
+            _ => self.encode_symbols(&x.u16_symbols(), out),
+        }
+    }
+
+    /// [`LanesCtx::Adjacent`]'s coding of the words `x`: in the coded order, with the previous
+    /// symbol as context.
+    fn encode_adjacent<T: crate::simd::RunWord>(x: &[T], out: &mut Vec<u8>) -> Result<()> {
+        if x.is_empty() {
+            return Ok(());
+        }
+        let mut y = RUNS.take();
+        to_runs_into(x, &mut y);
+        let done = lanes::encode(&y, lanes::Ctx::Prev, out);
+        RUNS.set(y);
+        done
     }
 
     /// [`Lanes::encode`] of the words `x` of a stream of at most 16 bits.
@@ -122,13 +133,7 @@ impl Lanes {
         }
         match self.ctx {
             LanesCtx::Interleaved(ctx) => lanes::encode(x, ctx, out),
-            LanesCtx::Adjacent => {
-                let mut y = RUNS.take();
-                to_runs_into(x, &mut y);
-                let done = lanes::encode(&y, lanes::Ctx::Prev, out);
-                RUNS.set(y);
-                done
-            }
+            LanesCtx::Adjacent => Self::encode_adjacent(x, out),
         }
     }
 
@@ -206,6 +211,12 @@ mod tests {
             let mut back = vec![0u16; n];
             from_runs(&y, &mut back);
             assert_eq!(back, x, "n {n}");
+            // From bytes, the same order.
+            let bytes: Vec<u8> = x.iter().map(|&v| v as u8).collect();
+            let mut from_bytes = Vec::new();
+            to_runs_into(&bytes, &mut from_bytes);
+            let widened: Vec<u16> = bytes.iter().map(|&v| v as u16).collect();
+            assert_eq!(from_bytes, to_runs(&widened), "n {n}");
         }
     }
 }

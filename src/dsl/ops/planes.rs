@@ -33,7 +33,20 @@ impl BytePlanes {
             let lo = d.iter().map(|&v| (v & low) as u8).collect();
             return vec![Stream { ty: Ty::u(8), data: Data::U8(hi) }, Stream { ty: Ty::u(sh), data: Data::U8(lo) }];
         }
-        // Planes of 32-bit words (fp32): a loop over the u32 slice per plane, not widened to u64.
+        // Four planes of a word of 25..=32 bits (fp32): one pass over the words.
+        if let (Data::U32(d), 25..=32) = (&x.data, x.ty.bits) {
+            let w = x.ty.bits;
+            let low = ((1u64 << (w - 24)) - 1) as u32;
+            let mut p: [Vec<u8>; 4] = std::array::from_fn(|_| vec![0u8; d.len()]);
+            let [p0, p1, p2, p3] = &mut p;
+            for ((((&v, a), b), c), e) in d.iter().zip(p0.iter_mut()).zip(p1.iter_mut()).zip(p2.iter_mut()).zip(p3) {
+                (*a, *b, *c, *e) =
+                    ((v >> (w - 8)) as u8, (v >> (w - 16)) as u8, (v >> (w - 24)) as u8, (v & low) as u8);
+            }
+            let tys = [8, 8, 8, w - 24];
+            return p.into_iter().zip(tys).map(|(d, b)| Stream { ty: Ty::u(b), data: Data::U8(d) }).collect();
+        }
+        // Planes of other 32-bit words: a loop over the u32 slice per plane, not widened to u64.
         if let Data::U32(d) = &x.data {
             let plane = |(b, sh): (u32, u32)| {
                 let m = ((1u64 << b) - 1) as u32;
@@ -79,5 +92,24 @@ impl BitPlanes {
         Ok(Stream::from_fn(ty, n, |i| {
             parts.iter().enumerate().fold(0u64, |acc, (j, p)| acc | (p.get(i) << (w - 1 - j as u32)))
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The one-pass split of 25- to 32-bit words gives the planes of the generic split.
+    #[test]
+    fn byteplanes_of_wide_words_match_the_generic_split() {
+        for w in 25..=32 {
+            let ty = Ty::u(w);
+            let x = Stream::from_fn(ty, 1001, |i| (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 17);
+            let planes = BytePlanes.forward(&x);
+            let generic: Vec<Stream> =
+                BytePlanes::layout(w).into_iter().map(|(b, sh)| x.map_words(Ty::u(b), |v| v >> sh)).collect();
+            assert_eq!(planes, generic, "u{w}");
+            assert_eq!(BytePlanes.inverse(ty, x.len(), planes).unwrap(), x, "u{w}");
+        }
     }
 }
