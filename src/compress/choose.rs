@@ -91,6 +91,7 @@ pub(crate) fn search_options(opts: &Options, j: &Job, prior: Arc<Prior>) -> Sear
         screen_elems: level.screen_elems(),
         finalists: level.finalists(),
         zstd_large: level.zstd_large(),
+        lz_probe: level.lz_probe(),
     }
 }
 

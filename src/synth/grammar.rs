@@ -42,6 +42,8 @@ pub struct TensorCtx {
     /// Bytes charged per nanosecond of decode time per element (`dsl::cost`): 0 chooses by
     /// size alone.
     pub decode_weight: f64,
+    /// zstd level of the LZ probe of [`estimate`].
+    pub lz_probe: i32,
 }
 
 /// A hole as the grammar sees it.
@@ -379,7 +381,8 @@ impl Estimate {
     }
 }
 
-pub fn estimate(x: &Stream) -> Estimate {
+/// The estimate of stream `x`, with the LZ probe at zstd level `lz_probe`.
+pub fn estimate(x: &Stream, lz_probe: i32) -> Estimate {
     let n = x.len();
     let raw = coder::packed_len(n, x.ty.bits) as f64 + 1.0;
     if n == 0 || x.ty.bits == 0 {
@@ -400,26 +403,26 @@ pub fn estimate(x: &Stream) -> Estimate {
             })
             .fold((0.0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1))
     };
-    let lz = if x.ty.bits >= 8 { lz_estimate(&x.to_le_bytes(), raw) } else { raw };
+    let lz = if x.ty.bits >= 8 { lz_estimate(&x.to_le_bytes(), raw, lz_probe) } else { raw };
     Estimate { raw, order0, entropy, lz }
 }
 
-/// What a fast zstd (level 5, matches from 4 bytes so that repeated 32-bit words count) makes
-/// of the little-endian bytes, less `LZ_OPTIMISM` of that (the leaf uses a stronger level);
-/// never below what it saves on the raw size times the same share.
-fn lz_estimate(b: &[u8], raw: f64) -> f64 {
+/// What a fast zstd (level `level`, matches from 4 bytes so that repeated 32-bit words count)
+/// makes of the little-endian bytes, less `LZ_OPTIMISM` of that (the leaf uses a stronger
+/// level); never below what it saves on the raw size times the same share.
+fn lz_estimate(b: &[u8], raw: f64, level: i32) -> f64 {
     thread_local! {
-        // One context per thread: creating one costs more than probing a screen.
-        static PROBE: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> = const { std::cell::RefCell::new(None) };
+        // One context per thread (and its level): creating one costs more than probing a screen.
+        static PROBE: std::cell::RefCell<Option<(i32, zstd::bulk::Compressor<'static>)>> = const { std::cell::RefCell::new(None) };
     }
     let fast = || -> std::io::Result<usize> {
         PROBE.with_borrow_mut(|c| {
-            if c.is_none() {
-                let mut z = zstd::bulk::Compressor::new(5)?;
+            if c.as_ref().is_none_or(|(l, _)| *l != level) {
+                let mut z = zstd::bulk::Compressor::new(level)?;
                 z.set_parameter(zstd::zstd_safe::CParameter::MinMatch(4))?;
-                *c = Some(z);
+                *c = Some((level, z));
             }
-            Ok(c.as_mut().expect("set above").compress(b)?.len())
+            Ok(c.as_mut().expect("set above").1.compress(b)?.len())
         })
     };
     match fast() {

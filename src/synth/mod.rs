@@ -192,6 +192,8 @@ pub struct SearchOptions {
     /// zstd level of the `zstd` leaf for a tensor over a megabyte (smaller ones get 19); the
     /// compression level sets it.
     pub zstd_large: i32,
+    /// zstd level of the search's LZ probe; the compression level sets it.
+    pub lz_probe: i32,
 }
 
 impl SearchOptions {
@@ -209,6 +211,7 @@ impl SearchOptions {
             screen_elems: SCREEN_ELEMS,
             finalists: FINALISTS,
             zstd_large: 9,
+            lz_probe: 5,
         }
     }
 }
@@ -254,6 +257,7 @@ fn tensor_ctx(t: &TensorView, has_ref: bool, opts: &SearchOptions) -> TensorCtx 
         blocks: block_type(t),
         max_depth: opts.depth,
         decode_weight: opts.decode_weight,
+        lz_probe: opts.lz_probe,
     }
 }
 

@@ -215,7 +215,7 @@ impl<'a> Search<'a> {
         aligned: bool,
     ) -> usize {
         let x = &parts[idx];
-        let est = grammar::estimate(x);
+        let est = grammar::estimate(x, self.t.lz_probe);
         let repeats = est.repeats();
         let view =
             HoleView { stream: x, siblings: &parts[..idx], depth, parent_label: &parent_label, aligned, repeats };
@@ -591,6 +591,7 @@ mod tests {
             blocks: None,
             max_depth: 3,
             decode_weight: 0.0,
+            lz_probe: 5,
         }
     }
 

@@ -147,7 +147,7 @@ fn derivable(t: &TensorView, program: &Node, depth: usize) -> bool {
             depth,
             parent_label: parent,
             aligned,
-            repeats: grammar::estimate(&parts[idx]).repeats(),
+            repeats: grammar::estimate(&parts[idx], 5).repeats(),
         };
         let prods = grammar::productions(t, &hole);
         let Some(prod) =
