@@ -215,10 +215,23 @@ impl Stream {
         if bytes.len() % cb != 0 {
             return Err(Error::corrupt("byte length is not a multiple of the word size"));
         }
-        // One pass per word, which compiles to a copy on little-endian machines (no zero fill
-        // of the words first).
-        fn words<T>(bytes: &[u8], from: impl Fn(&[u8]) -> T) -> Vec<T> {
-            bytes.chunks_exact(std::mem::size_of::<T>()).map(from).collect()
+        // Little-endian words are their bytes: one copy into uninitialized words (a loop per
+        // word on other machines).
+        fn words<T: bytemuck::Pod>(bytes: &[u8], from: impl Fn(&[u8]) -> T) -> Vec<T> {
+            let n = bytes.len() / std::mem::size_of::<T>();
+            if cfg!(target_endian = "little") {
+                let mut v = Vec::<T>::with_capacity(n);
+                // SAFETY: the capacity holds `n` words, `n * size_of::<T>() == bytes.len()` bytes
+                // (checked by the caller), which the copy initializes; any bytes are a valid `T`
+                // (`Pod`), and a little-endian word is its bytes in order.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(bytes.as_ptr(), v.as_mut_ptr().cast::<u8>(), bytes.len());
+                    v.set_len(n);
+                }
+                v
+            } else {
+                bytes.chunks_exact(std::mem::size_of::<T>()).map(from).collect()
+            }
         }
         let data = match cb {
             1 => Data::U8(bytes.to_vec()),

@@ -37,11 +37,22 @@ impl BytePlanes {
         if let (Data::U32(d), 25..=32) = (&x.data, x.ty.bits) {
             let w = x.ty.bits;
             let low = ((1u64 << (w - 24)) - 1) as u32;
-            let mut p: [Vec<u8>; 4] = std::array::from_fn(|_| vec![0u8; d.len()]);
+            let n = d.len();
+            let mut p: [Vec<u8>; 4] = std::array::from_fn(|_| Vec::with_capacity(n));
             let [p0, p1, p2, p3] = &mut p;
-            for ((((&v, a), b), c), e) in d.iter().zip(p0.iter_mut()).zip(p1.iter_mut()).zip(p2.iter_mut()).zip(p3) {
-                (*a, *b, *c, *e) =
-                    ((v >> (w - 8)) as u8, (v >> (w - 16)) as u8, (v >> (w - 24)) as u8, (v & low) as u8);
+            let (s0, s1, s2, s3) =
+                (p0.spare_capacity_mut(), p1.spare_capacity_mut(), p2.spare_capacity_mut(), p3.spare_capacity_mut());
+            for ((((&v, a), b), c), e) in
+                d.iter().zip(&mut s0[..n]).zip(&mut s1[..n]).zip(&mut s2[..n]).zip(&mut s3[..n])
+            {
+                a.write((v >> (w - 8)) as u8);
+                b.write((v >> (w - 16)) as u8);
+                c.write((v >> (w - 24)) as u8);
+                e.write((v & low) as u8);
+            }
+            for plane in &mut p {
+                // SAFETY: the loop above wrote the first `n` bytes of every plane's capacity.
+                unsafe { plane.set_len(n) };
             }
             let tys = [8, 8, 8, w - 24];
             return p.into_iter().zip(tys).map(|(d, b)| Stream { ty: Ty::u(b), data: Data::U8(d) }).collect();
