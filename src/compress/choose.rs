@@ -92,6 +92,7 @@ pub(crate) fn search_options(opts: &Options, j: &Job, prior: Arc<Prior>) -> Sear
         finalists: level.finalists(),
         zstd_large: level.zstd_large(),
         lz_probe: level.lz_probe(),
+        plain_rans: level.plain_rans(),
     }
 }
 

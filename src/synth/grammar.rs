@@ -44,6 +44,8 @@ pub struct TensorCtx {
     pub decode_weight: f64,
     /// zstd level of the LZ probe of [`estimate`].
     pub lz_probe: i32,
+    /// `rans` leaves whose context is none or a word back are offered (`lanes` has the same).
+    pub plain_rans: bool,
 }
 
 /// A hole as the grammar sees it.
@@ -138,9 +140,12 @@ pub fn productions(t: &TensorCtx, hole: &HoleView) -> Vec<Production> {
     }
     if (1..=16).contains(&w) {
         let rans = |ctx| Op::Rans(Rans { ctx });
-        push(rans(LeafCtx::None));
-        push(rans(LeafCtx::Back(1)));
-        if hole.aligned {
+        // (Where they are not offered, `lanes` codes the same contexts.)
+        if t.plain_rans {
+            push(rans(LeafCtx::None));
+            push(rans(LeafCtx::Back(1)));
+        }
+        if hole.aligned && t.plain_rans {
             if let Some(c) = t.channel.filter(|&c| (c as usize) < n) {
                 push(rans(LeafCtx::Back(c)));
             }

@@ -194,6 +194,9 @@ pub struct SearchOptions {
     pub zstd_large: i32,
     /// zstd level of the search's LZ probe; the compression level sets it.
     pub lz_probe: i32,
+    /// Whether `rans` leaves with no context or a word back are offered; the compression
+    /// level sets it.
+    pub plain_rans: bool,
 }
 
 impl SearchOptions {
@@ -212,6 +215,7 @@ impl SearchOptions {
             finalists: FINALISTS,
             zstd_large: 9,
             lz_probe: 5,
+            plain_rans: true,
         }
     }
 }
@@ -258,6 +262,7 @@ fn tensor_ctx(t: &TensorView, has_ref: bool, opts: &SearchOptions) -> TensorCtx 
         max_depth: opts.depth,
         decode_weight: opts.decode_weight,
         lz_probe: opts.lz_probe,
+        plain_rans: opts.plain_rans,
     }
 }
 

@@ -592,7 +592,34 @@ mod tests {
             max_depth: 3,
             decode_weight: 0.0,
             lz_probe: 5,
+            plain_rans: true,
         }
+    }
+
+    /// Without plain `rans` leaves (as at `fast`), a byte plane is offered `lanes` with the same
+    /// contexts instead, and `rans` only with a sibling's context.
+    #[test]
+    fn without_plain_rans_only_sibling_contexts_remain() {
+        let t = TensorCtx { decode_weight: 0.02, plain_rans: false, ..ctx(None) };
+        let x = Stream::from_fn(crate::dsl::Ty::u(8), 4096, |i| (i * 7 % 251) as u64);
+        let sib = [x.clone()];
+        let hole = HoleView {
+            stream: &x,
+            siblings: &sib,
+            depth: 1,
+            parent_label: "byteplanes",
+            aligned: true,
+            repeats: false,
+        };
+        let labels: Vec<String> = grammar::productions(&t, &hole).into_iter().map(|p| p.label).collect();
+        let rans: Vec<&String> = labels.iter().filter(|l| l.starts_with("rans")).collect();
+        assert!(rans.len() == 1 && rans[0].starts_with("rans(side"), "{labels:?}");
+        for lanes in ["lanes", "lanes(prev)", "lanes(adj)", "lanes(back ch)"] {
+            assert!(labels.iter().any(|l| l == lanes), "{lanes} in {labels:?}");
+        }
+        let with = TensorCtx { plain_rans: true, ..t };
+        let labels: Vec<String> = grammar::productions(&with, &hole).into_iter().map(|p| p.label).collect();
+        assert_eq!(labels.iter().filter(|l| l.starts_with("rans")).count(), 4, "{labels:?}");
     }
 
     /// Every complete program's bytes are what `estimated_len_with` gives for it, and close to
