@@ -27,15 +27,16 @@ pub(crate) fn batch(chunk_bytes: u64, memory_limit: u64, threads: usize) -> usiz
 /// its output: on a freshly allocated buffer, first-touch faults of 4 KiB pages cost about as
 /// much as decoding (one fault per 4 KiB); huge pages take one per 2 MiB. Memory the caller had
 /// already touched is unchanged.
-pub(crate) fn advise_huge_pages(buf: &mut [u8]) {
+pub(crate) fn advise_huge_pages<T>(buf: &mut [T]) {
     #[cfg(target_os = "linux")]
     {
         const HUGE: usize = 2 << 20;
-        if buf.len() < 4 * HUGE {
+        let len = std::mem::size_of_val(buf);
+        if len < 4 * HUGE {
             return;
         }
         let start = buf.as_mut_ptr() as usize;
-        let (a, b) = (start.next_multiple_of(HUGE), (start + buf.len()) / HUGE * HUGE);
+        let (a, b) = (start.next_multiple_of(HUGE), (start + len) / HUGE * HUGE);
         if b > a {
             // SAFETY: `a..b` lies within `buf`, which this function borrows mutably; the advice
             // does not change the contents of the range.
