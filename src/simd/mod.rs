@@ -200,11 +200,17 @@ pub fn merge_planes16(hi: &[u8], lo: &[u8], shift: u32, out: &mut [u16]) {
 }
 
 /// Runs of [`to_runs`]: the lanes of the `lanes` coder.
-pub const RUNS: usize = 32;
+pub const RUNS: usize = crate::coder::lanes::LANES;
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for u8 {}
+    impl Sealed for u16 {}
+}
 
 /// A word that [`to_runs`] moves: a byte or a 16-bit word (the AVX2 kernel loads 16 of them
-/// into the 16-bit lanes of a vector).
-pub trait RunWord: Copy + Into<u16> {
+/// into the 16-bit lanes of a vector). Sealed: implemented for `u8` and `u16` only.
+pub trait RunWord: sealed::Sealed + Copy + Into<u16> {
     /// # Safety
     /// The CPU must support AVX2, and 16 words must be readable from `p`.
     #[cfg(target_arch = "x86_64")]

@@ -64,13 +64,13 @@ pub fn merge_planes(hi: &[u8], lo: &[u8], shift: u32, out: &mut [u16]) {
     }
 }
 
-/// See [`super::to_runs`]: steps `t0..` of the runs (and the words past the last run), in
+/// See [`super::to_runs`]: steps `from..` of the runs (and the words past the last run), in
 /// blocks of 16 steps (1 KiB of `y`) so that each run is read 16 words at a time and the
 /// block's writes stay in L1.
-pub fn to_runs<T: Copy + Into<u16>>(x: &[T], y: &mut [u16], t0: usize) {
+pub fn to_runs<T: Copy + Into<u16>>(x: &[T], y: &mut [u16], from: usize) {
     const LANES: usize = super::RUNS;
     let r = x.len() / LANES;
-    for t0 in (t0..r).step_by(16) {
+    for t0 in (from..r).step_by(16) {
         let tn = 16.min(r - t0);
         let block = &mut y[LANES * t0..LANES * (t0 + tn)];
         for j in 0..LANES {
