@@ -242,6 +242,13 @@ pub fn to_runs_at<T: RunWord>(level: Level, x: &[T], y: &mut [u16]) {
     scalar::to_runs(x, y, 0)
 }
 
+/// The inverse of [`to_runs`]: `x[r j + t] = y[32 t + j]`, then the last words; `x` is as long
+/// as `y`.
+pub fn from_runs(y: &[u16], x: &mut [u16]) {
+    assert_eq!(x.len(), y.len());
+    scalar::from_runs(y, x)
+}
+
 /// [`merge_planes16`] at a given level.
 pub fn merge_planes16_at(level: Level, hi: &[u8], lo: &[u8], shift: u32, out: &mut [u16]) {
     check_merge(hi.len(), lo.len(), out.len(), out.len());

@@ -83,3 +83,20 @@ pub fn to_runs<T: Copy + Into<u16>>(x: &[T], y: &mut [u16], from: usize) {
         *o = v.into();
     }
 }
+
+/// See [`super::from_runs`]: in blocks of 16 steps (1 KiB of `y`), so that the reads stay in L1
+/// while each lane's 16 words are written together.
+pub fn from_runs(y: &[u16], x: &mut [u16]) {
+    const LANES: usize = super::RUNS;
+    let (n, r) = (y.len(), y.len() / LANES);
+    for t0 in (0..r).step_by(16) {
+        let tn = 16.min(r - t0);
+        let block = &y[LANES * t0..LANES * (t0 + tn)];
+        for j in 0..LANES {
+            for (t, o) in x[r * j + t0..r * j + t0 + tn].iter_mut().enumerate() {
+                *o = block[LANES * t + j];
+            }
+        }
+    }
+    x[LANES * r..n].copy_from_slice(&y[LANES * r..]);
+}

@@ -31,37 +31,19 @@ thread_local! {
     static RUNS: Cell<Vec<u16>> = const { Cell::new(Vec::new()) };
 }
 
-/// The coded order of [`LanesCtx::Adjacent`]: `y[32 t + j] = x[r j + t]`, `r = n / 32`, then
-/// the last `n - 32 r` words.
-fn to_runs(x: &[u16]) -> Vec<u16> {
-    let mut y = Vec::new();
-    to_runs_into(x, &mut y);
-    y
-}
-
-/// [`to_runs`] of words `x` (bytes or 16-bit words) into `y` (resized to `x.len()`).
+/// The coded order of [`LanesCtx::Adjacent`] (`simd::to_runs`) of words `x` (bytes or 16-bit
+/// words) into `y` (resized to `x.len()`).
 fn to_runs_into<T: crate::simd::RunWord>(x: &[T], y: &mut Vec<u16>) {
     // (Every word is written: a reused buffer needs no clearing.)
     y.resize(x.len(), 0);
     crate::simd::to_runs(x, y);
 }
 
-/// The inverse of [`to_runs`], into `x` (as long as `y`), in blocks of 16 steps (1 KiB of `y`)
-/// so that the reads stay in L1 while each lane's 16 words are written together.
-fn from_runs(y: &[u16], x: &mut [u16]) {
-    const T: usize = 16;
-    let (n, r) = (y.len(), y.len() / lanes::LANES);
-    for t0 in (0..r).step_by(T) {
-        let tn = T.min(r - t0);
-        let block = &y[lanes::LANES * t0..lanes::LANES * (t0 + tn)];
-        for j in 0..lanes::LANES {
-            let run = &mut x[r * j + t0..r * j + t0 + tn];
-            for (t, o) in run.iter_mut().enumerate() {
-                *o = block[lanes::LANES * t + j];
-            }
-        }
-    }
-    x[lanes::LANES * r..n].copy_from_slice(&y[lanes::LANES * r..]);
+/// [`to_runs_into`] a new buffer.
+fn to_runs<T: crate::simd::RunWord>(x: &[T]) -> Vec<u16> {
+    let mut y = Vec::new();
+    to_runs_into(x, &mut y);
+    y
 }
 
 impl Lanes {
@@ -144,7 +126,13 @@ impl Lanes {
         }
         match self.ctx {
             LanesCtx::Interleaved(ctx) => lanes::estimated_len(&x.u16_symbols(), ctx),
-            LanesCtx::Adjacent => lanes::estimated_len(&to_runs(&x.u16_symbols()), lanes::Ctx::Prev),
+            LanesCtx::Adjacent => {
+                let runs = match &x.data {
+                    Data::U8(d) => to_runs(d),
+                    _ => to_runs(&x.u16_symbols()[..]),
+                };
+                lanes::estimated_len(&runs, lanes::Ctx::Prev)
+            }
         }
     }
 
@@ -163,7 +151,7 @@ impl Lanes {
                 y.resize(out.len(), 0);
                 let used = lanes::decode_ctx(input, lanes::Ctx::Prev, &mut y);
                 if used.is_ok() {
-                    from_runs(&y, out);
+                    crate::simd::from_runs(&y, out);
                 }
                 RUNS.set(y);
                 used?
@@ -197,26 +185,26 @@ impl std::fmt::Display for Lanes {
 mod tests {
     use super::*;
 
-    /// The coded order is a permutation that [`from_runs`] inverts, for every length around
+    /// The coded order is a permutation that `simd::from_runs` inverts, for every length around
     /// the multiples of 32 and of the block of 16 steps.
     #[test]
     fn runs_invert() {
         for n in [1usize, 2, 31, 32, 33, 63, 64, 65, 511, 512, 513, 32 * 16 * 3 + 7, 100_000] {
             let x: Vec<u16> = (0..n).map(|i| (i * 7919 % 65_521) as u16).collect();
-            let y = to_runs(&x);
+            let y = to_runs(&x[..]);
             let r = n / 32;
             for (i, &v) in x.iter().enumerate().take(32 * r) {
                 assert_eq!(y[32 * (i % r) + i / r], v, "n {n} i {i}");
             }
             let mut back = vec![0u16; n];
-            from_runs(&y, &mut back);
+            crate::simd::from_runs(&y, &mut back);
             assert_eq!(back, x, "n {n}");
             // From bytes, the same order.
             let bytes: Vec<u8> = x.iter().map(|&v| v as u8).collect();
             let mut from_bytes = Vec::new();
             to_runs_into(&bytes, &mut from_bytes);
             let widened: Vec<u16> = bytes.iter().map(|&v| v as u16).collect();
-            assert_eq!(from_bytes, to_runs(&widened), "n {n}");
+            assert_eq!(from_bytes, to_runs(&widened[..]), "n {n}");
         }
     }
 }
