@@ -29,7 +29,7 @@ pub unsafe fn unpack_u8(data: &[u8], bits: u32, out: &mut [u8]) {
     scalar::unpack(&data[groups * b..], bits, &mut out[groups * 8..]);
 }
 
-/// [`crate::coder::pack_u8`], the inverse of [`unpack_u8`]: one `pext` gathers eight values of
+/// [`super::pack_u8`], the inverse of [`unpack_u8`]: one `pext` gathers eight values of
 /// `bits` bits from an 8-byte load into `bits` bytes, stored as eight (the next group's store
 /// overwrites the rest), into `out`'s spare capacity: no zero fill. The last values (fewer
 /// than eight) go to the scalar packer.
@@ -57,7 +57,7 @@ pub unsafe fn pack_u8(values: &[u8], bits: u32, out: &mut Vec<u8>) {
     }
     // SAFETY: the stores wrote (at least) the `groups * b` bytes past `start`.
     unsafe { out.set_len(start + groups * b) };
-    crate::coder::pack_u8_scalar(&values[groups * 8..], bits, out);
+    scalar::pack_u8(&values[groups * 8..], bits, out);
 }
 
 /// [`super::unpack_u16`]: eight values are `bits` bytes; two `pdep`s spread four values each into

@@ -12,8 +12,8 @@
 //!   (AVX2 level: sixteen 16-bit words per iteration for bf16/fp16).
 //! * [`merge_planes`]: `(hi << shift) | lo`, the inverse of two byte planes.
 //!
-//! The encoder's packing of bytes (`coder::pack_u8`) has an AVX2-level kernel here too (BMI2
-//! `pext`, the inverse of `unpack`'s `pdep`).
+//! * [`pack_u8`]: the encoder's packing of bytes, the inverse of [`unpack_u8`] (AVX2 level: BMI2
+//!   `pext`, the inverse of `unpack`'s `pdep`).
 //!
 //! The AVX-512 level has its own lanes decoder refill (`coder::lanes`); these kernels run their
 //! AVX2 versions there.
@@ -142,6 +142,26 @@ pub fn unpack_u8_at(level: Level, data: &[u8], bits: u32, out: &mut [u8]) {
     scalar::unpack(data, bits, out)
 }
 
+/// Packs byte values of `bits` bits (1..=8, values below `2^bits`) LSB-first, appended to `out`
+/// (the inverse of [`unpack_u8`]; the same bytes as `coder::pack`).
+pub fn pack_u8(values: &[u8], bits: u32, out: &mut Vec<u8>) {
+    pack_u8_at(level(), values, bits, out)
+}
+
+/// [`pack_u8`] at a given level (lowered to what the CPU has): from the AVX2 level, one BMI2
+/// `pext` per eight values, else eight values at a time by shifts and masks.
+pub fn pack_u8_at(level: Level, values: &[u8], bits: u32, out: &mut Vec<u8>) {
+    assert!((1..=8).contains(&bits));
+    #[cfg(target_arch = "x86_64")]
+    if level.min(detected()) >= Level::Avx2 {
+        // SAFETY: AVX2 and BMI2 were detected on this CPU (every level from AVX2 up has them),
+        // and `bits` is in 1..=8.
+        return unsafe { avx2::pack_u8(values, bits, out) };
+    }
+    let _ = level;
+    scalar::pack_u8(values, bits, out)
+}
+
 /// Unpacks values of `bits` bits (1..=16) into u16 words, like [`unpack_u8`].
 pub fn unpack_u16(data: &[u8], bits: u32, out: &mut [u16]) {
     unpack_u16_at(level(), data, bits, out)
@@ -199,8 +219,8 @@ pub fn merge_planes16(hi: &[u8], lo: &[u8], shift: u32, out: &mut [u16]) {
     merge_planes16_at(level(), hi, lo, shift, out)
 }
 
-/// Runs of [`to_runs`]: the lanes of the `lanes` coder.
-pub const RUNS: usize = crate::coder::lanes::LANES;
+/// Runs of [`to_runs`]: the lanes of the `lanes` coder (`coder::lanes::LANES` is this constant).
+pub const RUNS: usize = 32;
 
 mod sealed {
     pub trait Sealed {}

@@ -32,6 +32,50 @@ pub fn unpack<T: Lane>(data: &[u8], bits: u32, out: &mut [T]) {
     }
 }
 
+/// [`super::pack_u8`] without SIMD: eight values at a time, gathered into `bits` bytes by three
+/// steps of shifts and masks.
+pub fn pack_u8(values: &[u8], bits: u32, out: &mut Vec<u8>) {
+    debug_assert!((1..=8).contains(&bits));
+    #[inline(always)]
+    fn gather(x: u64, bits: u32) -> u64 {
+        let y = (x & 0x00FF_00FF_00FF_00FF) | ((x & 0xFF00_FF00_FF00_FF00) >> (8 - bits));
+        let z = (y & 0x0000_FFFF_0000_FFFF) | ((y & 0xFFFF_0000_FFFF_0000) >> (16 - 2 * bits));
+        (z & 0xFFFF_FFFF) | ((z >> 32) << (4 * bits))
+    }
+    if bits == 1 {
+        // Eight 0/1 bytes to one byte, value `j` at bit `j`: the multiplication moves bit `8j`
+        // to bit `56 + j` (and every other product below bit 56 or above bit 63).
+        let pack8 = |g: &[u8]| {
+            (u64::from_le_bytes(g.try_into().expect("8 values")).wrapping_mul(0x0102_0408_1020_4080) >> 56) as u8
+        };
+        let groups = values.chunks_exact(8);
+        let rest = groups.remainder();
+        out.extend(groups.map(pack8));
+        if !rest.is_empty() {
+            let mut last = [0u8; 8];
+            last[..rest.len()].copy_from_slice(rest);
+            out.push(pack8(&last));
+        }
+        return;
+    }
+    let (start, len) = (out.len(), (values.len() * bits as usize).div_ceil(8));
+    // Each group of eight is stored as eight bytes, of which the next group overwrites all but
+    // the first `bits`: room for the last store, cut off at the end.
+    out.resize(start + len + 8, 0);
+    let dst = &mut out[start..];
+    let mut at = 0;
+    let mut groups = values.chunks_exact(8);
+    for g in &mut groups {
+        let x = gather(u64::from_le_bytes(g.try_into().expect("8 values")), bits);
+        dst[at..at + 8].copy_from_slice(&x.to_le_bytes());
+        at += bits as usize;
+    }
+    let mut last = [0u8; 8];
+    last[..groups.remainder().len()].copy_from_slice(groups.remainder());
+    dst[at..at + 8].copy_from_slice(&gather(u64::from_le_bytes(last), bits).to_le_bytes());
+    out.truncate(start + len);
+}
+
 fn mask(bits: u32) -> u64 {
     if bits >= 64 {
         u64::MAX

@@ -1,0 +1,289 @@
+//! The decoder: the block's tables, then the kernel for the CPU level: `scalar.rs` (32 lanes
+//! unrolled), `avx2.rs` (four vectors of eight lanes), `avx512.rs` (the same with AVX-512 VL
+//! refills). All give identical results, errors included.
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
+mod scalar;
+
+use super::model::{build_model, read_spec, Model, SpecReader};
+use super::{Ctx, L, LANES};
+use crate::coder::bitio::ByteReader;
+use crate::error::{Error, Result};
+use crate::simd::Level;
+use scalar::scalar_run;
+
+/// Decode tables of a block.
+pub(super) struct Tables {
+    pub(super) prec: u32,
+    /// `classes << prec` packed entries: `freq - 1 | (slot - cum) << 12 | index << 24`.
+    pub(super) tab: Vec<u32>,
+    /// Mapped mode: value of each index (0 for the escape and unused indices).
+    pub(super) map: [u32; 256],
+    pub(super) mapped: bool,
+    /// Direct mode: value of index 0.
+    pub(super) base: u16,
+    /// Index of the escape (256 when nothing is escaped).
+    pub(super) esc_idx: u32,
+    /// Table offset (`class << prec`) by the previous symbol's index.
+    pub(super) class_off: [u32; 256],
+    /// Class thresholds in index space.
+    pub(super) idx_thresholds: Vec<u32>,
+}
+
+pub(super) fn build_tables(model: &Model) -> Tables {
+    let c = model.coded.len();
+    let mapped = c == 0 || (model.coded[c - 1] - model.coded[0]) as usize > 254;
+    let base = if mapped { 0 } else { model.coded[0] };
+    let idx = |r: usize| -> u32 {
+        if r == c {
+            if mapped {
+                c as u32
+            } else {
+                255
+            }
+        } else if mapped {
+            r as u32
+        } else {
+            (model.coded[r] - base) as u32
+        }
+    };
+    let mut map = [0u32; 256];
+    if mapped {
+        for (r, &s) in model.coded.iter().enumerate() {
+            map[r] = s as u32;
+        }
+    }
+    let esc_idx = if model.escs.is_empty() { 256 } else { idx(c) };
+    let total = 1usize << model.prec;
+    let mut tab = vec![0u32; model.freqs.len() * total];
+    let mut at = 0usize;
+    for f in &model.freqs {
+        for (r, &fr) in f.iter().enumerate() {
+            let hi = (fr.wrapping_sub(1) & 0xFFF) | idx(r) << 24;
+            for (b, e) in tab[at..at + fr as usize].iter_mut().enumerate() {
+                *e = hi | (b as u32) << 12;
+            }
+            at += fr as usize;
+        }
+    }
+    debug_assert_eq!(at, tab.len());
+    let idx_thresholds: Vec<u32> = model.thresholds.iter().map(|&t| idx(t as usize)).collect();
+    let mut class_off = [0u32; 256];
+    for (i, o) in class_off.iter_mut().enumerate() {
+        *o = (idx_thresholds.iter().filter(|&&t| t as usize <= i).count() << model.prec) as u32;
+    }
+    Tables { prec: model.prec, tab, map, mapped, base, esc_idx, class_off, idx_thresholds }
+}
+
+/// Reader of the raw escape indices.
+pub(super) struct EscReader<'a> {
+    pub(super) data: &'a [u8],
+    pub(super) bit: usize,
+    pub(super) left: u64,
+    pub(super) bits: u32,
+    pub(super) syms: &'a [u16],
+}
+
+impl EscReader<'_> {
+    #[cold]
+    #[inline(never)]
+    pub(super) fn next(&mut self) -> Result<u16> {
+        if self.left == 0 {
+            return Err(Error::corrupt("lanes: more escapes than stored"));
+        }
+        self.left -= 1;
+        let mut v = 0usize;
+        if self.bits > 0 {
+            let byte = self.bit / 8;
+            let mut acc = 0u32;
+            for j in 0..3 {
+                acc |= (*self.data.get(byte + j).unwrap_or(&0) as u32) << (8 * j);
+            }
+            v = ((acc >> (self.bit % 8)) & ((1 << self.bits) - 1)) as usize;
+            self.bit += self.bits as usize;
+        }
+        self.syms.get(v).copied().ok_or_else(|| Error::corrupt("lanes: escape index out of range"))
+    }
+}
+
+/// Decoder context modes (the `CTX` parameter of the kernels): one class; classes by the lane's
+/// previous index (kept in [`Lanes::prev`]); classes by the index `d / 32 > 1` steps back (kept in
+/// [`Lanes::ring`]).
+pub(super) const CTX_NONE: u8 = 0;
+pub(super) const CTX_PREV: u8 = 1;
+pub(super) const CTX_BACK: u8 = 2;
+
+/// Decoder state between kernels: lane states, previous indices, next word.
+pub(super) struct Lanes {
+    pub(super) x: [u32; LANES],
+    pub(super) prev: [u8; LANES],
+    pub(super) pos: usize,
+    /// `CTX_BACK`: the indices of the last `ring.len() / 32` steps, step `t` at row
+    /// `t % (ring.len() / 32)` (zeros before the first step); a step reads its context from its
+    /// row, then overwrites it with its own indices.
+    pub(super) ring: Vec<u8>,
+}
+
+/// The words and escapes of a block.
+pub(super) struct Input<'a> {
+    /// `nwords` little-endian words; when there are none, one zero word (never counted).
+    pub(super) words: &'a [u8],
+    pub(super) nwords: usize,
+}
+
+impl Input<'_> {
+    /// Word `pos`, or the last word when `pos` is past the end (the caller then fails the block).
+    #[inline(always)]
+    pub(super) fn word(&self, pos: usize) -> u32 {
+        let last = self.words.len() / 2 - 1;
+        let p = pos.min(last);
+        debug_assert!(2 * p + 1 < self.words.len());
+        // SAFETY: `words` holds at least one word (see `Input::words`) and `p <= last`.
+        unsafe { u16::from_le_bytes([*self.words.get_unchecked(2 * p), *self.words.get_unchecked(2 * p + 1)]) as u32 }
+    }
+}
+
+/// Decodes exactly `out.len()` symbols from the start of a block encoded with [`Ctx::None`] or
+/// [`Ctx::Prev`]; returns the bytes consumed. Forged or truncated input gives
+/// `Err(Error::Corrupt(..))` (`out` then holds unspecified values), never a panic or an
+/// out-of-bounds read; memory is bounded by the tables (at most 32 KiB of decode table and a few
+/// KiB more).
+pub fn decode(input: &[u8], out: &mut [u16]) -> Result<usize> {
+    decode_ctx_at(crate::simd::level(), input, Ctx::Prev, out)
+}
+
+/// [`decode`] at a given SIMD level (lowered to what the CPU has).
+pub fn decode_at(level: Level, input: &[u8], out: &mut [u16]) -> Result<usize> {
+    decode_ctx_at(level, input, Ctx::Prev, out)
+}
+
+/// Decodes a block encoded with context `ctx` (as [`decode`]; `None` and `Prev` decode alike, as
+/// the block says whether it has classes). `Ctx::Back(d)` with `d` out of range:
+/// `Err(Error::Corrupt(..))`. `Back(d)` also keeps the indices of the last `d` symbols
+/// (`min(d, out.len())` bytes).
+pub fn decode_ctx(input: &[u8], ctx: Ctx, out: &mut [u16]) -> Result<usize> {
+    decode_ctx_at(crate::simd::level(), input, ctx, out)
+}
+
+/// [`decode_ctx`] at a given SIMD level (lowered to what the CPU has).
+pub fn decode_ctx_at(level: Level, input: &[u8], ctx: Ctx, out: &mut [u16]) -> Result<usize> {
+    let d = ctx.distance().ok_or_else(|| Error::corrupt(format!("lanes: bad context {ctx:?}")))?;
+    let n = out.len();
+    if n == 0 {
+        return Ok(0);
+    }
+    let mut r = SpecReader::new(input);
+    let mut single = 0u16;
+    let Some(spec) = read_spec(&mut r, &mut single)? else {
+        out.fill(single);
+        return Ok(r.bytes_consumed());
+    };
+    let model = build_model(&spec)?;
+    let head = r.bytes_consumed();
+    let mut br = ByteReader::new(&input[head..]);
+    let nwords = br.len((br.remaining() as u64 / 2).min(n as u64))?;
+    let n_esc = if model.escs.is_empty() { 0 } else { br.len(n as u64)? as u64 };
+    let mut st = Lanes { x: [L; LANES], prev: [0; LANES], pos: 0, ring: Vec::new() };
+    for x in &mut st.x[..n.min(LANES)] {
+        *x = br.u32_le()?;
+    }
+    let esc_data = br.take((n_esc as u128 * model.esc_bits() as u128).div_ceil(8) as usize)?;
+    let words = br.take(2 * nwords)?;
+    let consumed = head + br.pos();
+    let t = build_tables(&model);
+    let inp = Input { words: if nwords == 0 { &[0, 0] } else { words }, nwords };
+    let mut esc = EscReader { data: esc_data, bit: 0, left: n_esc, bits: model.esc_bits(), syms: &model.escs };
+    // Context rank 0 is class 0 (thresholds are at least 1): without classes, or when every
+    // context is rank 0 (`d >= n`), one class.
+    let mode = if t.idx_thresholds.is_empty() || d >= n {
+        CTX_NONE
+    } else if d == LANES {
+        CTX_PREV
+    } else {
+        st.ring = vec![0u8; d];
+        CTX_BACK
+    };
+    run(level, mode, &t, &inp, &mut esc, &mut st, out)?;
+    if st.pos != nwords || st.x[..n.min(LANES)].iter().any(|&x| x != L) || esc.left != 0 {
+        return Err(Error::corrupt(if st.pos > nwords {
+            "lanes: data ends early"
+        } else {
+            "lanes: stream does not end in the initial state"
+        }));
+    }
+    Ok(consumed)
+}
+
+pub(super) fn run(
+    level: Level,
+    mode: u8,
+    t: &Tables,
+    inp: &Input,
+    esc: &mut EscReader,
+    st: &mut Lanes,
+    out: &mut [u16],
+) -> Result<()> {
+    let esc_on = t.esc_idx < 256;
+    macro_rules! go {
+        ($f:ident [$($w:tt)*], $m:literal, $e:literal) => {
+            match mode {
+                CTX_NONE => $f::<$m, $e, CTX_NONE $($w)*>(t, inp, esc, st, out),
+                CTX_PREV => $f::<$m, $e, CTX_PREV $($w)*>(t, inp, esc, st, out),
+                _ => $f::<$m, $e, CTX_BACK $($w)*>(t, inp, esc, st, out),
+            }
+        };
+        ($f:ident [$($w:tt)*]) => {
+            match (t.mapped, esc_on) {
+                (false, false) => go!($f [$($w)*], false, false),
+                (false, true) => go!($f [$($w)*], false, true),
+                (true, false) => go!($f [$($w)*], true, false),
+                (true, true) => go!($f [$($w)*], true, true),
+            }
+        };
+    }
+    #[cfg(target_arch = "x86_64")]
+    match level.min(crate::simd::detected()) {
+        // The AVX-512 level includes POPCNT.
+        Level::Avx512 => return go!(simd_entry[, true]),
+        Level::Avx2 if std::arch::is_x86_feature_detected!("popcnt") => return go!(simd_entry[, false]),
+        _ => {}
+    }
+    let _ = level;
+    go!(scalar_entry[])
+}
+
+pub(super) fn scalar_entry<const MAPPED: bool, const ESC: bool, const CTX: u8>(
+    t: &Tables,
+    inp: &Input,
+    esc: &mut EscReader,
+    st: &mut Lanes,
+    out: &mut [u16],
+) -> Result<()> {
+    scalar_run::<MAPPED, ESC, CTX>(t, inp, esc, st, out, 0)
+}
+
+/// The AVX2 decoder, with AVX-512 VL refills when `AVX512`, on whole steps; then the scalar one.
+#[cfg(target_arch = "x86_64")]
+pub(super) fn simd_entry<const MAPPED: bool, const ESC: bool, const CTX: u8, const AVX512: bool>(
+    t: &Tables,
+    inp: &Input,
+    esc: &mut EscReader,
+    st: &mut Lanes,
+    out: &mut [u16],
+) -> Result<()> {
+    // SAFETY: `run` calls this with `AVX512` only at the AVX-512 level, which has AVX-512 F, BW
+    // and VL, AVX2, BMI2 and POPCNT; without it only when AVX2, BMI2 and POPCNT were detected.
+    let done = unsafe {
+        if out.len() < LANES || st.pos + LANES > inp.nwords {
+            0
+        } else if AVX512 {
+            avx512::run::<MAPPED, ESC, CTX>(t, inp, esc, st, out)?
+        } else {
+            avx2::run::<MAPPED, ESC, CTX>(t, inp, esc, st, out)?
+        }
+    };
+    scalar_run::<MAPPED, ESC, CTX>(t, inp, esc, st, out, done)
+}
