@@ -1,7 +1,7 @@
 //! Entropy coders and bit packing: rANS (one table, and contexts from the symbol a row above),
 //! canonical Huffman, and raw unpacking, on a skewed synthetic source like a bf16 exponent field.
 
-use brevis::coder::{huffman, pack, packed_len, rans};
+use brevis::internals::coder::{huffman, pack, packed_len, rans};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use std::time::Duration;
 
@@ -60,9 +60,9 @@ fn bench(c: &mut Criterion) {
         let mut packed = Vec::new();
         pack(syms.iter().map(|&v| v as u64 & ((1 << bits) - 1)), bits, &mut packed);
         assert_eq!(packed.len(), packed_len(N, bits));
-        let ty = brevis::dsl::Ty::u(bits);
+        let ty = brevis::internals::dsl::Ty::u(bits);
         g.bench_function(BenchmarkId::new("unpack", bits), |b| {
-            b.iter(|| brevis::dsl::ops::raw::unpack_stream(&packed, N, ty).unwrap())
+            b.iter(|| brevis::internals::dsl::ops::raw::unpack_stream(&packed, N, ty).unwrap())
         });
     }
     g.finish();

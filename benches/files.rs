@@ -40,7 +40,7 @@ fn bench(c: &mut Criterion) {
             b.iter(|| brevis::compress(&data, &brevis::Options::default()).unwrap())
         });
         for threads in [1, 0] {
-            let opts = brevis::DecodeOptions { threads, ..Default::default() };
+            let opts = brevis::DecodeOptions::default().with_threads(threads);
             g.bench_function(format!("decompress_T{threads}/{name}"), |b| {
                 b.iter(|| brevis::decompress_with(&archive, &opts).unwrap())
             });

@@ -4,9 +4,9 @@
 //! leaves `lanes`, `huffman` and `rans`, and with a `lanes`-coded sign part. Throughput in bf16 words (elements) and output bytes.
 //! The SIMD level is the process's: run with `BREVIS_CPU=scalar` for the scalar level.
 
-use brevis::coder::bitio::ByteReader;
-use brevis::dsl::build::*;
-use brevis::dsl::{fused, Env, Node, Stream, Ty};
+use brevis::internals::coder::bitio::ByteReader;
+use brevis::internals::dsl::build::*;
+use brevis::internals::dsl::{fused, Env, Node, Stream, Ty};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use std::time::Duration;
 
@@ -29,10 +29,10 @@ fn weights() -> Stream {
 
 fn bench(c: &mut Criterion) {
     let x = weights();
-    let mut g = c.benchmark_group(format!("fused_{}", brevis::simd::level().name()));
+    let mut g = c.benchmark_group(format!("fused_{}", brevis::internals::simd::isa().name()));
     g.sample_size(10).measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_millis(300));
     g.throughput(Throughput::Bytes(2 * N as u64));
-    let no_copy = |_: u32| -> brevis::Result<Stream> { Err(brevis::Error::corrupt("no copy")) };
+    let no_copy = |_: u32| -> brevis::Result<Stream> { Err(brevis::Error::Corrupt("no copy".into())) };
     let programs = [
         ("lanes", fields(8, 7, 3, [lanes(), raw(), raw()])),
         ("huffman", fields(8, 7, 3, [huffman(), raw(), raw()])),

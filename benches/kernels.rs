@@ -1,9 +1,9 @@
 //! The field kernels of the decoder at every CPU level this machine has: bit unpacking into bytes
 //! and 16-bit words, the `fields` merge of bf16 words, and the two-byte-plane merge; and the
-//! XXH3-64 checksum of a 1 MiB chunk (`brevis::hash`) against xxhash-rust's.
+//! XXH3-64 checksum of a 1 MiB chunk (`brevis::internals::hash`) against xxhash-rust's.
 
-use brevis::coder::pack;
-use brevis::simd::{self, Level};
+use brevis::internals::coder::pack;
+use brevis::internals::simd::{self, Isa};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use std::time::Duration;
 
@@ -26,11 +26,11 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("kernels");
     g.sample_size(10).measurement_time(Duration::from_secs(1)).warm_up_time(Duration::from_millis(200));
     g.throughput(Throughput::Elements(N as u64));
-    let levels: Vec<Level> = simd::available();
+    let isas: Vec<Isa> = simd::available();
     for &bits in &[5u32, 10] {
         let mut data = Vec::new();
         pack(w.iter().map(|&v| v as u64 & ((1 << bits) - 1)), bits, &mut data);
-        for &l in &levels {
+        for &l in &isas {
             if bits <= 8 {
                 let mut out = vec![0u8; N];
                 g.bench_function(BenchmarkId::new(format!("unpack_u8_{bits}"), l.name()), |b| {
@@ -49,7 +49,7 @@ fn bench(c: &mut Criterion) {
     let low: Vec<u8> = w.iter().map(|&v| (v & 31) as u8).collect();
     let hi: Vec<u8> = w.iter().map(|&v| (v >> 8) as u8).collect();
     let lo: Vec<u8> = w.iter().map(|&v| v as u8).collect();
-    for &l in &levels {
+    for &l in &isas {
         // Checked once here: a filtered run does not call the benched closures.
         let mut out = vec![0u16; N];
         simd::merge_fields16_at(l, &head, &sign, &low, 5, &mut out);
@@ -68,9 +68,11 @@ fn bench(c: &mut Criterion) {
     let bytes: Vec<u8> = w.iter().flat_map(|v| v.to_le_bytes()).take(N).collect();
     g.throughput(Throughput::Bytes(N as u64));
     g.bench_function("xxh3_64/xxhash-rust", |b| b.iter(|| xxhash_rust::xxh3::xxh3_64(&bytes)));
-    for &l in &levels {
-        assert_eq!(brevis::hash::xxh3_64_at(l, &bytes), xxhash_rust::xxh3::xxh3_64(&bytes));
-        g.bench_function(BenchmarkId::new("xxh3_64", l.name()), |b| b.iter(|| brevis::hash::xxh3_64_at(l, &bytes)));
+    for &l in &isas {
+        assert_eq!(brevis::internals::hash::xxh3_64_at(l, &bytes), xxhash_rust::xxh3::xxh3_64(&bytes));
+        g.bench_function(BenchmarkId::new("xxh3_64", l.name()), |b| {
+            b.iter(|| brevis::internals::hash::xxh3_64_at(l, &bytes))
+        });
     }
     g.finish();
 }

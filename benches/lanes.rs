@@ -12,8 +12,8 @@
 //! the row above is the previous symbol of the lane (`Ctx::Prev`), for the cost of classes from a
 //! ring of `d` bytes against classes from registers.
 
-use brevis::coder::{huffman, lanes, rans};
-use brevis::simd;
+use brevis::internals::coder::{huffman, lanes, rans};
+use brevis::internals::simd;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use std::time::Duration;
 
@@ -92,31 +92,31 @@ fn bench_back(c: &mut Criterion) {
     let mut g = c.benchmark_group("lanes_back");
     g.sample_size(20).measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_millis(500));
     g.throughput(Throughput::Elements(N as u64));
-    for level in simd::available() {
+    for isa in simd::available() {
         let mut out = vec![0u16; N];
-        lanes::decode_ctx_at(level, &lback, lanes::Ctx::Back(W as u32), &mut out).unwrap();
+        lanes::decode_ctx_at(isa, &lback, lanes::Ctx::Back(W as u32), &mut out).unwrap();
         assert!(out == syms);
-        lanes::decode_at(level, &lprev, &mut out).unwrap();
+        lanes::decode_at(isa, &lprev, &mut out).unwrap();
         assert!(out == narrow);
-        g.bench_function(BenchmarkId::new("back384", level.name()), |b| {
-            b.iter(|| lanes::decode_ctx_at(level, &lback, lanes::Ctx::Back(W as u32), &mut out).unwrap())
+        g.bench_function(BenchmarkId::new("back384", isa.name()), |b| {
+            b.iter(|| lanes::decode_ctx_at(isa, &lback, lanes::Ctx::Back(W as u32), &mut out).unwrap())
         });
-        g.bench_function(BenchmarkId::new("none_rows384", level.name()), |b| {
-            b.iter(|| lanes::decode_at(level, &lnone, &mut out).unwrap())
+        g.bench_function(BenchmarkId::new("none_rows384", isa.name()), |b| {
+            b.iter(|| lanes::decode_at(isa, &lnone, &mut out).unwrap())
         });
-        g.bench_function(BenchmarkId::new("prev_rows32", level.name()), |b| {
-            b.iter(|| lanes::decode_at(level, &lprev, &mut out).unwrap())
+        g.bench_function(BenchmarkId::new("prev_rows32", isa.name()), |b| {
+            b.iter(|| lanes::decode_at(isa, &lprev, &mut out).unwrap())
         });
     }
-    for level in simd::available() {
+    for isa in simd::available() {
         let mut out = Vec::new();
-        g.bench_function(BenchmarkId::new("encode_back384", level.name()), |b| {
+        g.bench_function(BenchmarkId::new("encode_back384", isa.name()), |b| {
             b.iter(|| {
                 out.clear();
-                lanes::encode_at(level, &syms, lanes::Ctx::Back(W as u32), &mut out).unwrap();
+                lanes::encode_at(isa, &syms, lanes::Ctx::Back(W as u32), &mut out).unwrap();
             })
         });
-        assert!(out == lback, "{level:?}");
+        assert!(out == lback, "{isa:?}");
     }
     g.bench_function("rans_decode_back384", |b| {
         b.iter(|| {
@@ -154,32 +154,32 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("lanes");
     g.sample_size(20).measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_millis(500));
     g.throughput(Throughput::Elements(N as u64));
-    for level in simd::available() {
+    for isa in simd::available() {
         let mut out = vec![0u16; N];
-        lanes::decode_at(level, &lblock, &mut out).unwrap();
+        lanes::decode_at(isa, &lblock, &mut out).unwrap();
         assert!(out == syms);
-        g.bench_function(BenchmarkId::new("lanes_decode", level.name()), |b| {
-            b.iter(|| lanes::decode_at(level, &lblock, &mut out).unwrap())
+        g.bench_function(BenchmarkId::new("lanes_decode", isa.name()), |b| {
+            b.iter(|| lanes::decode_at(isa, &lblock, &mut out).unwrap())
         });
     }
     // The encoder at each level (AVX-512, AVX2 and scalar state machines): the whole `encode`,
     // planning included, and `encoded_len` (the same without storing words).
-    for level in simd::available() {
+    for isa in simd::available() {
         for (name, ctx, block) in
             [("lanes_encode", lanes::Ctx::None, &lblock), ("lanes_encode_prev", lanes::Ctx::Prev, &lprev)]
         {
             let mut out = Vec::new();
-            lanes::encode_at(level, &syms, ctx, &mut out).unwrap();
-            assert!(&out == block, "{level:?}");
-            g.bench_function(BenchmarkId::new(name, level.name()), |b| {
+            lanes::encode_at(isa, &syms, ctx, &mut out).unwrap();
+            assert!(&out == block, "{isa:?}");
+            g.bench_function(BenchmarkId::new(name, isa.name()), |b| {
                 b.iter(|| {
                     out.clear();
-                    lanes::encode_at(level, &syms, ctx, &mut out).unwrap();
+                    lanes::encode_at(isa, &syms, ctx, &mut out).unwrap();
                 })
             });
         }
-        g.bench_function(BenchmarkId::new("lanes_encoded_len", level.name()), |b| {
-            b.iter(|| lanes::encoded_len_at(level, &syms, lanes::Ctx::None).unwrap())
+        g.bench_function(BenchmarkId::new("lanes_encoded_len", isa.name()), |b| {
+            b.iter(|| lanes::encoded_len_at(isa, &syms, lanes::Ctx::None).unwrap())
         });
     }
     for (name, ctx, block) in [("none", rans::Ctx::None, &r0), ("back1", rans::Ctx::Back(1), &r1)] {
@@ -204,10 +204,10 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("lanes_bytes");
     g.sample_size(20).measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_millis(300));
     g.throughput(Throughput::Bytes(2 * N as u64));
-    for level in simd::available() {
+    for isa in simd::available() {
         let mut out = vec![0u16; N];
-        g.bench_function(BenchmarkId::new("lanes_decode", level.name()), |b| {
-            b.iter(|| lanes::decode_at(level, &lblock, &mut out).unwrap())
+        g.bench_function(BenchmarkId::new("lanes_decode", isa.name()), |b| {
+            b.iter(|| lanes::decode_at(isa, &lblock, &mut out).unwrap())
         });
     }
     g.finish();

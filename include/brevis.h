@@ -160,6 +160,9 @@ typedef struct {
      * appear as tensors with an empty name and an empty dtype.
      */
     const char *name;
+    /**
+     * The name's length in bytes (without the terminating NUL).
+     */
     size_t name_len;
     /**
      * The dtype string, NUL-terminated: the safetensors dtype ("F32", "BF16", ...). For a GGUF
@@ -176,6 +179,9 @@ typedef struct {
      * fastest first), which `brevis_archive_gguf_tensor_info` gives in GGUF order.
      */
     size_t ndim;
+    /**
+     * The dimensions (see `ndim`).
+     */
     const uint64_t *shape;
     /**
      * Size of the tensor's data, in bytes: what `brevis_archive_decode_tensor` writes.

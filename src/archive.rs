@@ -3,9 +3,10 @@
 
 use crate::container::{self, Index, TensorEntry};
 use crate::error::{Error, Result};
+use crate::options::DecodeOptions;
 use crate::reference::{self, Reference};
 use crate::source::{Bytes, Source};
-use crate::{dsl, hash, work, DecodeOptions};
+use crate::{dsl, hash, work};
 use rayon::prelude::*;
 
 mod gguf;
@@ -22,14 +23,61 @@ pub struct Archive<'a> {
 /// What the index says about one tensor: the stable public view of a [`TensorEntry`] (whose
 /// fields follow the format version), with its compressed size summed.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct TensorInfo<'a> {
+    /// The tensor's name in the original file.
     pub name: &'a str,
+    /// Its dtype as the original file names it (`BF16`, `F32`, `Q4_K`, ...).
     pub dtype: &'a str,
+    /// Its shape as the original file gives it.
     pub shape: &'a [u64],
+    /// Its size in the original file, in bytes.
     pub nbytes: u64,
+    /// Where its bytes start in the original file.
+    pub offset: u64,
+    /// The bytes its chunks take in the archive.
     pub compressed_bytes: u64,
+    /// The chunks it is coded in (each decodes on its own).
     pub chunks: usize,
-    pub program: &'a dsl::Node,
+    /// The reference tensor it is coded against, if any.
+    pub reference: Option<TensorReference<'a>>,
+    program: &'a dsl::Node,
+}
+
+impl TensorInfo<'_> {
+    /// The tensor's program in the DSL's text form (docs/DSL.md), e.g.
+    /// `fields(bf16; lanes(prev), raw(1), lanes)`.
+    pub fn program(&self) -> String {
+        self.program.to_string()
+    }
+
+    /// The program's shape: its operators without their parameters (`brevis inspect` groups
+    /// tensors by it).
+    pub fn program_shape(&self) -> String {
+        self.program.shape()
+    }
+}
+
+/// The reference tensor a tensor is coded against ([`TensorInfo::reference`]).
+#[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
+pub struct TensorReference<'a> {
+    /// Its name in the reference file.
+    pub name: &'a str,
+    /// The compressor's estimate of the tensor's size coded alone, in bytes.
+    pub standalone_estimate: u64,
+}
+
+/// A reference from the bytes the caller gives: a safetensors or GGUF file as it is, or a
+/// Brevis archive of one, decoded here.
+pub(crate) fn load_reference(file: &[u8]) -> Result<Reference<'_>> {
+    if !file.starts_with(&container::MAGIC) {
+        return Ok(Reference::new(std::borrow::Cow::Borrowed(file)));
+    }
+    let original = Archive::open(file)
+        .and_then(|a| a.decompress(&DecodeOptions::default()))
+        .map_err(|e| Error::invalid(format!("reference archive: {e}")))?;
+    Ok(Reference::new(std::borrow::Cow::Owned(original)))
 }
 
 /// A piece of the original file, in file order: a span of the residue or one chunk.
@@ -80,6 +128,8 @@ fn groups(pieces: &[Piece], batch: usize) -> Vec<std::ops::Range<usize>> {
 }
 
 impl<'a> Archive<'a> {
+    /// Opens an archive in memory (reading only its footer and index now), with the default
+    /// memory limit.
     pub fn open(bytes: &'a [u8]) -> Result<Archive<'a>> {
         Self::open_with_limit(bytes, DecodeOptions::default().memory_limit)
     }
@@ -90,13 +140,27 @@ impl<'a> Archive<'a> {
         Self::open_source(Source::Memory(bytes), memory_limit)
     }
 
+    /// Opens an archive file (reading only its footer and index now; tensors are read as they
+    /// are decoded). The file must not change while the archive is open.
+    pub fn open_file(file: &'a std::fs::File, memory_limit: u64) -> Result<Archive<'a>> {
+        Self::open_source(Source::file(file)?, memory_limit)
+    }
+
     /// Opens an archive in memory or in a file (reading only its footer and index now).
-    pub fn open_source(bytes: Source<'a>, memory_limit: u64) -> Result<Archive<'a>> {
+    pub(crate) fn open_source(bytes: Source<'a>, memory_limit: u64) -> Result<Archive<'a>> {
         Ok(Archive { bytes, index: container::read_index_from(bytes, memory_limit)?, memory_limit, reference: None })
     }
 
-    /// Supplies the reference the archive was made against (checked against its recorded identity).
-    pub fn set_reference(&mut self, r: Reference<'a>) -> Result<()> {
+    /// Supplies the reference the archive was made against: the reference file's bytes (a
+    /// safetensors or GGUF file, or a Brevis archive of it), checked against the identity the
+    /// archive records. A different or damaged reference is an error that names what the
+    /// archive expects.
+    pub fn set_reference(&mut self, reference: &'a [u8]) -> Result<()> {
+        self.set_loaded_reference(load_reference(reference)?)
+    }
+
+    /// [`Archive::set_reference`] of a reference already loaded.
+    pub(crate) fn set_loaded_reference(&mut self, r: Reference<'a>) -> Result<()> {
         r.check(&self.index)?;
         self.reference = Some(r);
         Ok(())
@@ -112,10 +176,12 @@ impl<'a> Archive<'a> {
         self.memory_limit = bytes;
     }
 
-    pub fn index(&self) -> &Index {
+    /// The archive's index (the format's own structure; internal).
+    pub(crate) fn index(&self) -> &Index {
         &self.index
     }
 
+    /// The size of the original file, in bytes.
     pub fn original_size(&self) -> u64 {
         self.index.original_size
     }
@@ -123,19 +189,27 @@ impl<'a> Archive<'a> {
     /// The original file's mode and modification time, when the archive records them (format
     /// version 3, made with [`crate::Options::file_meta`]); None for older archives and for
     /// archives made without. Decoding never applies them: writers of files do
-    /// ([`crate::file_meta::OutputAttrs::like`]).
-    pub fn file_meta(&self) -> Option<crate::FileMeta> {
+    /// ([`crate::OutputAttrs::like`]).
+    pub fn file_meta(&self) -> Option<crate::file_meta::FileMeta> {
         self.index.file_meta
     }
 
+    /// The reference file the archive was made against (its size and hash), if any.
+    pub fn reference_file(&self) -> Option<container::FileRef> {
+        self.index.reference
+    }
+
+    /// The number of tensors.
     pub fn len(&self) -> usize {
         self.index.tensors.len()
     }
 
+    /// Whether the archive holds no tensor (a file that is not a checkpoint, say).
     pub fn is_empty(&self) -> bool {
         self.index.tensors.is_empty()
     }
 
+    /// What the index says about tensor `i` (in file order).
     pub fn info(&self, i: usize) -> Option<TensorInfo<'_>> {
         let t = self.index.tensors.get(i)?;
         Some(TensorInfo {
@@ -143,12 +217,18 @@ impl<'a> Archive<'a> {
             dtype: &t.dtype,
             shape: &t.shape,
             nbytes: t.nbytes,
+            offset: t.offset,
             compressed_bytes: t.compressed_len(),
             chunks: t.chunks.len(),
+            reference: t
+                .reference
+                .as_ref()
+                .map(|r| TensorReference { name: &r.name, standalone_estimate: r.standalone_estimate }),
             program: &t.program,
         })
     }
 
+    /// The index of the tensor named `name`.
     pub fn find(&self, name: &str) -> Option<usize> {
         self.index.tensors.iter().position(|t| t.name == name)
     }
@@ -172,6 +252,7 @@ impl<'a> Archive<'a> {
         parts.into_par_iter().enumerate().try_for_each(|(c, buf)| self.decode_chunk(i, c, buf))
     }
 
+    /// Decodes one tensor into a new buffer (at most the memory limit).
     pub fn decode_tensor(&self, i: usize) -> Result<Vec<u8>> {
         let t = self.index.tensors.get(i).ok_or_else(|| Error::invalid("no such tensor"))?;
         if t.nbytes > self.memory_limit {
@@ -214,7 +295,10 @@ impl<'a> Archive<'a> {
         let len = out.len();
         let blocks = if opts.verify && len <= FUSED_SUMS_MAX { hash::block_count(len) } else { 0 };
         let (mut sums, mut have) = (vec![[0u64; 8]; blocks], vec![false; blocks]);
-        let mut slices: Vec<(usize, usize, usize, &mut [u8], &mut [hash::BlockSum], &mut [bool])> = Vec::new();
+        // Per chunk: (tensor, chunk, where it starts in the output, its part of the output, the
+        // sums of the checksum blocks within it, and which of those are set).
+        type Slice<'s> = (usize, usize, usize, &'s mut [u8], &'s mut [hash::BlockSum], &'s mut [bool]);
+        let mut slices: Vec<Slice> = Vec::new();
         let (mut rest, mut sums_rest, mut have_rest): (&mut [u8], &mut [hash::BlockSum], &mut [bool]) =
             (out, &mut sums, &mut have);
         let (mut pos, mut first) = (0, 0);
@@ -350,7 +434,7 @@ impl<'a> Archive<'a> {
     /// contents are unspecified (callers write to a temporary file).
     pub fn decompress_to_file(&self, file: &std::fs::File, opts: &DecodeOptions) -> Result<u64> {
         let pieces = self.pieces()?;
-        file.set_len(self.index.original_size).map_err(container::write_error)?;
+        file.set_len(self.index.original_size).map_err(Error::write)?;
         let mut chunks = Vec::new();
         let mut pos = 0u64;
         for p in &pieces {
@@ -383,7 +467,7 @@ impl<'a> Archive<'a> {
             })
         })?;
         if opts.verify {
-            let h = Source::file(file)?.all()?.xxh3_64(1 << 20)?;
+            let h = hash::xxh3_64_of(&Source::file(file)?.all()?, 1 << 20)?;
             if h != self.index.original_hash {
                 return Err(Error::Checksum("whole file (as written)".into()));
             }
@@ -439,7 +523,7 @@ impl<'a> Archive<'a> {
 }
 
 /// Writes all of `data` at `offset` of `file`; failures are write errors
-/// ([`container::is_write_error`]).
+/// ([`Error::is_write_error`]).
 fn write_all_at(file: &std::fs::File, data: &[u8], offset: u64) -> Result<()> {
     #[cfg(unix)]
     let r = std::os::unix::fs::FileExt::write_all_at(file, data, offset);
@@ -458,5 +542,5 @@ fn write_all_at(file: &std::fs::File, data: &[u8], offset: u64) -> Result<()> {
         }
         Ok(())
     })();
-    r.map_err(container::write_error)
+    r.map_err(Error::write)
 }

@@ -4,6 +4,7 @@ use std::fmt;
 
 /// What went wrong. Every failure of the library is one of these; none panics.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum Error {
     /// The archive is damaged, truncated or forged.
     Corrupt(String),
@@ -15,17 +16,50 @@ pub enum Error {
     Invalid(String),
     /// A size limit was exceeded (memory limit, forged length).
     Limit(String),
+    /// Reading the input or writing the output failed ([`Error::is_write_error`] tells which,
+    /// for the archive writer's output).
     Io(std::io::Error),
 }
 
+/// The library's result type.
 pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
-    pub fn corrupt(msg: impl Into<String>) -> Self {
+    pub(crate) fn corrupt(msg: impl Into<String>) -> Self {
         Error::Corrupt(msg.into())
     }
-    pub fn invalid(msg: impl Into<String>) -> Self {
+
+    pub(crate) fn invalid(msg: impl Into<String>) -> Self {
         Error::Invalid(msg.into())
+    }
+
+    /// An I/O error of writing the output (a full disk, say), as opposed to reading the input:
+    /// so that a caller can name the file that failed.
+    pub(crate) fn write(e: std::io::Error) -> Self {
+        Error::Io(std::io::Error::new(e.kind(), WriteError(e)))
+    }
+
+    /// Whether this is a failure to write the output (a full disk, say), as opposed to reading
+    /// the input.
+    pub fn is_write_error(&self) -> bool {
+        matches!(self, Error::Io(io) if io.get_ref().is_some_and(|inner| inner.is::<WriteError>()))
+    }
+}
+
+/// The inner error of an [`Error::Io`] made by [`Error::write`]. It displays as the error it
+/// wraps.
+#[derive(Debug)]
+struct WriteError(std::io::Error);
+
+impl fmt::Display for WriteError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for WriteError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
     }
 }
 

@@ -15,8 +15,10 @@ pub enum Level {
 }
 
 impl Level {
+    /// Every level, fastest to decode first.
     pub const ALL: [Level; 3] = [Level::Fast, Level::Default, Level::Max];
 
+    /// The level's name: `fast`, `default` or `max` (the CLI's `--level`).
     pub fn name(self) -> &'static str {
         match self {
             Level::Fast => "fast",
@@ -25,6 +27,7 @@ impl Level {
         }
     }
 
+    /// The level of a name that [`Level::name`] gives.
     pub fn from_name(s: &str) -> Option<Level> {
         Level::ALL.into_iter().find(|l| l.name() == s)
     }

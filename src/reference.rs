@@ -20,16 +20,12 @@ pub struct Reference<'a> {
 }
 
 impl<'a> Reference<'a> {
-    /// Accepts a safetensors or GGUF file, or a Brevis archive of one.
-    pub fn new(file: &'a [u8]) -> Result<Reference<'a>> {
-        let bytes: Cow<'a, [u8]> = if file.starts_with(&crate::container::MAGIC) {
-            Cow::Owned(crate::decompress(file).map_err(|e| Error::invalid(format!("reference archive: {e}")))?)
-        } else {
-            Cow::Borrowed(file)
-        };
+    /// The reference of a safetensors or GGUF file's bytes (anything else has no tensors; a
+    /// Brevis archive of one is decoded first, by `archive::load_reference`).
+    pub fn new(bytes: Cow<'a, [u8]>) -> Reference<'a> {
         let by_name = layout(&bytes).unwrap_or_default().into_iter().map(|s| (s.name.clone(), s)).collect();
         let identity = FileRef { size: bytes.len() as u64, hash: xxh3_64(&bytes) };
-        Ok(Reference { bytes, by_name, identity })
+        Reference { bytes, by_name, identity }
     }
 
     /// The reference's original bytes.

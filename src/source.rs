@@ -222,16 +222,44 @@ impl<'a> Bytes<'a> {
         })?;
         Ok(h.digest128())
     }
-
-    /// xxh3-64 of the bytes, hashed in windows of about `step` bytes by all threads
-    /// ([`crate::hash::xxh3_64_of`]).
-    pub fn xxh3_64(&self, step: usize) -> Result<u64> {
-        crate::hash::xxh3_64_of(self, step)
-    }
 }
 
 /// Window of a sequential pass over a file (hashing, comparing, checking generators).
 pub const WINDOW: usize = 1 << 20;
+
+/// A whole file mapped read-only (an empty file is an empty slice: it cannot be mapped). For the
+/// callers that need the whole input at once (the C ABI's file helpers, `brevis prior learn`,
+/// `bench`, compressing against a reference); the file must not change while it is mapped.
+pub enum MappedFile {
+    /// An empty file.
+    Empty,
+    /// The file's pages.
+    Map(memmap2::Mmap),
+}
+
+impl MappedFile {
+    /// Maps the file at `path`.
+    pub fn open(path: &std::path::Path) -> std::io::Result<MappedFile> {
+        let f = File::open(path)?;
+        if f.metadata()?.len() == 0 {
+            return Ok(MappedFile::Empty);
+        }
+        // SAFETY: the map is read-only and private to this process; like zstd and every
+        // mmap-based tool, we rely on the file not being truncated by another process while we
+        // read it.
+        Ok(MappedFile::Map(unsafe { memmap2::Mmap::map(&f) }?))
+    }
+}
+
+impl std::ops::Deref for MappedFile {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            MappedFile::Empty => &[],
+            MappedFile::Map(m) => m,
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -252,40 +280,8 @@ mod tests {
         assert!(!file.same_as(&Bytes::from(&data[101..9_001]), 333).unwrap());
         for step in [1, 7, 4096, 1 << 20] {
             assert_eq!(file.xxh3_128(step).unwrap(), xxhash_rust::xxh3::xxh3_128(&data[100..9_000]));
-            assert_eq!(mem.xxh3_64(step).unwrap(), xxhash_rust::xxh3::xxh3_64(&data[100..9_000]));
         }
         assert!(file.read(8_000, 9_000).is_err());
         assert!(Source::file(&f).unwrap().range(0, 10_001).is_err());
-    }
-}
-
-/// A whole file mapped read-only (an empty file is an empty slice: it cannot be mapped). For the
-/// callers that need the whole input at once (the C ABI's file helpers, `brevis prior learn`,
-/// `bench`, compressing against a reference); the file must not change while it is mapped.
-pub enum MappedFile {
-    Empty,
-    Map(memmap2::Mmap),
-}
-
-impl MappedFile {
-    pub fn open(path: &std::path::Path) -> std::io::Result<MappedFile> {
-        let f = File::open(path)?;
-        if f.metadata()?.len() == 0 {
-            return Ok(MappedFile::Empty);
-        }
-        // SAFETY: the map is read-only and private to this process; like zstd and every
-        // mmap-based tool, we rely on the file not being truncated by another process while we
-        // read it.
-        Ok(MappedFile::Map(unsafe { memmap2::Mmap::map(&f) }?))
-    }
-}
-
-impl std::ops::Deref for MappedFile {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        match self {
-            MappedFile::Empty => &[],
-            MappedFile::Map(m) => m,
-        }
     }
 }

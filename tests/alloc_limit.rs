@@ -10,10 +10,10 @@
 
 mod support;
 
-use brevis::coder::bitio::{put_varint, BitWriter};
-use brevis::container::{self, MAX_META_BYTES};
-use brevis::dsl::build::*;
-use brevis::dsl::{Node, Stream, Ty};
+use brevis::internals::coder::bitio::{put_varint, BitWriter};
+use brevis::internals::container::{self, MAX_META_BYTES};
+use brevis::internals::dsl::build::*;
+use brevis::internals::dsl::{Node, Stream, Ty};
 use brevis::{Archive, DecodeOptions, Error};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
@@ -118,7 +118,7 @@ const PEAK_SLACK: usize = 28 << 20;
 /// through an archive opened with the limit), on one thread; returns the whole-file result and
 /// what was allocated.
 fn decode_under(archive: &[u8], limit: u64) -> (brevis::Result<Vec<u8>>, Usage) {
-    let opts = DecodeOptions { threads: 1, memory_limit: limit, verify: true, ..Default::default() };
+    let opts = DecodeOptions::default().with_threads(1).with_memory_limit(limit).with_verify(true);
     measure(|| {
         let whole = brevis::decompress_with(archive, &opts);
         if let Ok(a) = Archive::open_with_limit(archive, limit) {
@@ -274,7 +274,7 @@ fn build() -> (Vec<u8>, Parts, String) {
         Field::Varint("chunk size".into(), CHUNK_BYTES as u64),
         // Format version 2: the residue model (verbatim, so that the header's numbers are forged as
         // they are stored).
-        Field::U8(brevis::container::header_model::VERBATIM),
+        Field::U8(brevis::internals::container::header_model::VERBATIM),
         Field::Varint("residue length".into(), residue.len() as u64),
         Field::Bytes(residue),
         Field::Varint("entry count".into(), tensors.len() as u64 + 1),
@@ -334,7 +334,7 @@ fn the_built_archive_is_faithful_and_the_counter_counts() {
     let a = Archive::open(&archive).unwrap();
     assert_eq!(a.len(), coded_tensors().len() + 1);
     assert_eq!(a.file_meta(), Some(brevis::FileMeta { mode: 0o644, mtime: 0, mtime_nanos: 0 }));
-    let opts = DecodeOptions { threads: 1, memory_limit: 1 << 20, verify: true, ..Default::default() };
+    let opts = DecodeOptions::default().with_threads(1).with_memory_limit(1 << 20).with_verify(true);
     let (back, u) = measure(|| brevis::decompress_with(&archive, &opts).unwrap());
     assert_eq!(back, original);
     // The output buffer itself was counted.
@@ -625,7 +625,7 @@ fn a_decompression_bomb_is_refused_before_its_output_is_allocated() {
     let _g = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
     // A real archive of 48 MiB of zeros: a few hundred bytes.
     let zeros = vec![0u8; 48 << 20];
-    let opts = brevis::Options { threads: 1, ..Default::default() };
+    let opts = brevis::Options::default().with_threads(1);
     let archive = brevis::compress(&zeros, &opts).unwrap();
     assert!(archive.len() < 4096, "{} bytes", archive.len());
     drop(zeros);
@@ -633,7 +633,7 @@ fn a_decompression_bomb_is_refused_before_its_output_is_allocated() {
         let (r, u) = measure(|| {
             brevis::decompress_with(
                 &archive,
-                &DecodeOptions { threads: 1, memory_limit: limit, verify: true, ..Default::default() },
+                &DecodeOptions::default().with_threads(1).with_memory_limit(limit).with_verify(true),
             )
         });
         assert!(matches!(r, Err(Error::Limit(_))), "limit {limit}: {:?}", r.map(|v| v.len()));
@@ -646,7 +646,7 @@ fn a_decompression_bomb_is_refused_before_its_output_is_allocated() {
     let (r, u) = measure(|| {
         brevis::decompress_with(
             &archive,
-            &DecodeOptions { threads: 1, memory_limit: 48 << 20, verify: true, ..Default::default() },
+            &DecodeOptions::default().with_threads(1).with_memory_limit(48 << 20).with_verify(true),
         )
     });
     assert_eq!(r.unwrap().len(), 48 << 20);
@@ -660,7 +660,7 @@ fn a_decompression_bomb_is_refused_before_its_output_is_allocated() {
 fn forged_gguf_header_numbers_allocate_nothing_beyond_the_file() {
     let _g = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
     let f = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/fuzz/seeds/gguf/small_v3.gguf")).unwrap();
-    let l = brevis::tensor::gguf::layout_from_prefix(&f, f.len() as u64).unwrap();
+    let l = brevis::internals::tensor::gguf::layout_from_prefix(&f, f.len() as u64).unwrap();
     assert_eq!(l.spans.len(), 3);
     let mut worst = Usage { largest: 0, peak: 0 };
     let mut refused = 0;
@@ -669,7 +669,7 @@ fn forged_gguf_header_numbers_allocate_nothing_beyond_the_file() {
             let mut g = f.clone();
             let end = (at + width).min(g.len());
             g[at..end].copy_from_slice(&v.to_le_bytes()[..end - at]);
-            let (r, u) = measure(|| brevis::tensor::gguf::layout(&g));
+            let (r, u) = measure(|| brevis::internals::tensor::gguf::layout(&g));
             refused += r.is_err() as usize;
             worst = worse(worst, u);
         }

@@ -291,8 +291,7 @@ fn odd_inputs_through_the_binary() {
     // Small chunks and one thread give the same archive as the library (with --no-preserve: the
     // input's mode and time are not recorded).
     ok(&brevis(d, &["compress", "-q", "--no-preserve", "random", "-o", "small.brv", "--chunk-size", "100", "-T", "1"]));
-    let lib =
-        brevis::compress(&cases[1].1, &brevis::Options { chunk_bytes: 100, threads: 1, ..Default::default() }).unwrap();
+    let lib = brevis::compress(&cases[1].1, &brevis::Options::default().with_chunk_bytes(100).with_threads(1)).unwrap();
     assert_eq!(std::fs::read(d.join("small.brv")).unwrap(), lib);
     // An output directory that does not exist: an error, nothing created.
     let line = fails_with_one_line(&brevis(d, &["compress", "random", "-o", "no/such/dir/x.brv"]));
@@ -422,7 +421,7 @@ fn stdout_is_all_or_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let x = fixture_bytes();
-    let opts = brevis::Options { chunk_bytes: 16 << 10, ..Default::default() };
+    let opts = brevis::Options::default().with_chunk_bytes(16 << 10);
     let mut archive = brevis::compress(&x, &opts).unwrap();
     // A flipped byte in a late chunk: streamed, the first chunks would be out before the error
     // (the library's writer path shows it), but stdout gets nothing.
@@ -430,7 +429,7 @@ fn stdout_is_all_or_nothing() {
     archive[at] ^= 0x55;
     std::fs::write(d.join("bad.brv"), &archive).unwrap();
     let mut streamed = Vec::new();
-    let dopts = brevis::DecodeOptions { threads: 1, memory_limit: 1 << 20, ..Default::default() };
+    let dopts = brevis::DecodeOptions::default().with_threads(1).with_memory_limit(1 << 20);
     let r = brevis::decompress_file(&std::fs::File::open(d.join("bad.brv")).unwrap(), &mut streamed, &dopts);
     assert!(r.is_err() && !streamed.is_empty(), "the damage is not in a late chunk ({} bytes out)", streamed.len());
     std::fs::remove_file(d.join("bad.brv")).unwrap();

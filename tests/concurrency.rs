@@ -15,19 +15,19 @@ fn many_threads_at_once() {
         })
         .collect();
     let f = file(&tensors, None);
-    let reference = brevis::compress(&f, &brevis::Options { threads: 1, ..Default::default() }).unwrap();
+    let reference = brevis::compress(&f, &brevis::Options::default().with_threads(1)).unwrap();
     let shared = brevis::Archive::open(&reference).unwrap();
     std::thread::scope(|s| {
         for k in 0..8 {
             let (f, reference, shared) = (&f, &reference, &shared);
             s.spawn(move || {
-                let opts = brevis::Options { threads: 1 + k % 3, chunk_bytes: 1 << 20, ..Default::default() };
+                let opts = brevis::Options::default().with_threads(1 + k % 3).with_chunk_bytes(1 << 20);
                 let a = brevis::compress(f, &opts).unwrap();
                 assert_eq!(&a, reference, "thread {k}: archive differs");
                 assert!(brevis::decompress(&a).unwrap() == *f);
                 for i in 0..shared.len() {
                     let t = shared.info(i).unwrap();
-                    let start = shared.index().tensors[i].offset as usize;
+                    let start = brevis::internals::index(shared).tensors[i].offset as usize;
                     assert_eq!(shared.decode_tensor(i).unwrap(), f[start..start + t.nbytes as usize]);
                 }
             });

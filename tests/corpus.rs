@@ -51,8 +51,11 @@ fn corpus_round_trips_and_beats_the_best_tool() {
         let pct = 100.0 * archive.len() as f64 / data.len() as f64;
         let best = best_tool(&name);
         eprintln!("{name:<45} {pct:6.2}%  best tool {best:?}");
-        if let Some(b) = best {
-            assert!(pct < b, "{name}: {pct:.2}% is not below the best tool's {b}%");
+        match best {
+            Some(b) => assert!(pct < b, "{name}: {pct:.2}% is not below the best tool's {b}%"),
+            None => {
+                skip(&format!("{name}: no best-tool figure in ../shared/corpus/PEERS.md, so its size was not compared"))
+            }
         }
         tot_o += data.len() as u64;
         tot_c += archive.len() as u64;
@@ -61,13 +64,15 @@ fn corpus_round_trips_and_beats_the_best_tool() {
     eprintln!("TOTAL {total:.2}%");
     if tot_o > 400_000_000 {
         assert!(total <= 76.5, "corpus total {total:.2}% is above 76.5%");
+    } else {
+        skip(&format!("the corpus holds only {tot_o} bytes (a subset?), so its total was not compared"));
     }
 }
 
 /// The GGUF development set (`../shared/corpus/fetch_gguf.py`: the real SmolLM2 Q4_1 file and
 /// MiniLM written by the reference writer in F32, F16, BF16 and five quantized types): every
 /// file round-trips and is smaller than `zstd -3`; the float files come within 0.2 points of the
-/// same weights in safetensors form (issue 15), MiniLM BF16 at most 65.85%; the quantized files
+/// same weights in safetensors form, MiniLM BF16 at most 65.85%; the quantized files
 /// (split by `blocks`) are smaller than `zstd -19`, SmolLM2 Q4_1 at most 88.5%.
 #[test]
 fn gguf_corpus_round_trips_and_floats_match_safetensors() {
@@ -99,7 +104,11 @@ fn gguf_corpus_round_trips_and_floats_match_safetensors() {
             "minilm_f32.gguf" => Some("language/all-MiniLM-L6-v2.safetensors"),
             _ => None,
         };
-        let st = twin.map(|t| dir.join(t)).filter(|t| t.is_file()).map(|t| pct(&t).0);
+        let twin = twin.map(|t| dir.join(t));
+        if let Some(t) = twin.as_ref().filter(|t| !t.is_file()) {
+            skip(&format!("{name}: its safetensors twin {} is missing, so they were not compared", t.display()));
+        }
+        let st = twin.as_ref().filter(|t| t.is_file()).map(|t| pct(t).0);
         eprintln!("{name:<40} {p:6.2}%  zstd -3 {z:6.2}%  safetensors {st:?}");
         assert!(p < z, "{name}: {p:.2}% is not below zstd -3's {z:.2}%");
         if let Some(s) = st {
@@ -118,6 +127,9 @@ fn gguf_corpus_round_trips_and_floats_match_safetensors() {
         if name == "SmolLM2-135M-Instruct.Q4_1.gguf" {
             assert!(p <= 88.5, "{name}: {p:.2}%");
         }
+    }
+    if files.len() < 9 {
+        skip(&format!("{} holds {} GGUF files, not the 9 of fetch_gguf.py", gguf.display(), files.len()));
     }
     assert!(floats == 3 || files.len() < 9, "{floats} float GGUF files compared with safetensors");
 }

@@ -4,10 +4,10 @@
 
 mod support;
 
-use brevis::container::{self, Index};
-use brevis::dsl::build::*;
-use brevis::dsl::ops::maps::Map;
-use brevis::dsl::Node;
+use brevis::internals::container::{self, Index};
+use brevis::internals::dsl::build::*;
+use brevis::internals::dsl::ops::maps::Map;
+use brevis::internals::dsl::Node;
 use brevis::{Archive, DecodeOptions, Error, Options};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use support::st::*;
@@ -35,13 +35,13 @@ fn original() -> Vec<u8> {
 }
 
 fn compressed(original: &[u8]) -> Vec<u8> {
-    let archive = brevis::compress(original, &Options { chunk_bytes: 4096, threads: 1, ..Default::default() }).unwrap();
+    let archive = brevis::compress(original, &Options::default().with_chunk_bytes(4096).with_threads(1)).unwrap();
     assert_eq!(brevis::decompress(&archive).unwrap(), original);
     archive
 }
 
 fn one_thread(verify: bool) -> DecodeOptions {
-    DecodeOptions { threads: 1, verify, ..Default::default() }
+    DecodeOptions::default().with_threads(1).with_verify(verify)
 }
 
 /// What decoding a damaged archive did.
@@ -75,7 +75,8 @@ fn sweep(n: usize, f: impl Fn(usize) -> Option<String> + Sync) -> Vec<String> {
 /// the footer) are covered by the index checksum or checked field by field.
 fn payload_end(archive: &[u8]) -> usize {
     let a = Archive::open(archive).unwrap();
-    let ends = a.index().tensors.iter().flat_map(|t| t.chunks.iter().map(|c| (c.offset + c.len) as usize));
+    let ends =
+        brevis::internals::index(&a).tensors.iter().flat_map(|t| t.chunks.iter().map(|c| (c.offset + c.len) as usize));
     ends.max().unwrap_or(container::HEADER_LEN).max(container::HEADER_LEN)
 }
 
@@ -182,7 +183,8 @@ fn tensor_access_under_flips(which: impl Fn(&Node) -> bool + Sync) -> Vec<String
     let archive = compressed(&orig);
     let a = Archive::open(&archive).unwrap();
     let expected: Vec<Vec<u8>> = (0..a.len()).map(|i| a.decode_tensor(i).unwrap()).collect();
-    let tested: Vec<usize> = (0..a.len()).filter(|&i| which(a.info(i).unwrap().program)).collect();
+    let tested: Vec<usize> =
+        (0..a.len()).filter(|&i| which(&brevis::internals::index(&a).tensors[i].program)).collect();
     assert!(!tested.is_empty());
     let idx = payload_end(&archive);
     let bits: Vec<usize> = (container::HEADER_LEN * 8..idx * 8).step_by(5).collect();
@@ -197,7 +199,7 @@ fn tensor_access_under_flips(which: impl Fn(&Node) -> bool + Sync) -> Vec<String
                 Ok(Ok(v)) if v != expected[i] => {
                     return Some(format!(
                         "bit {bit}: tensor {i} ({}) decodes to other bytes",
-                        a.info(i).unwrap().program
+                        a.info(i).unwrap().program()
                     ))
                 }
                 _ => {}
@@ -208,7 +210,7 @@ fn tensor_access_under_flips(which: impl Fn(&Node) -> bool + Sync) -> Vec<String
 }
 
 fn is_copy(p: &Node) -> bool {
-    matches!(p.op, brevis::dsl::Op::Copy(_))
+    matches!(p.op, brevis::internals::dsl::Op::Copy(_))
 }
 
 #[test]
@@ -309,7 +311,7 @@ fn empty_short_and_garbage_inputs() {
 /// index order; chunk lengths follow the payloads).
 fn forge(archive: &[u8], f: impl FnOnce(&mut Index, &mut Vec<Vec<u8>>)) -> Vec<u8> {
     let a = Archive::open(archive).unwrap();
-    let mut index = a.index().clone();
+    let mut index = brevis::internals::index(&a).clone();
     let mut payloads: Vec<Vec<u8>> = index
         .tensors
         .iter()
@@ -333,19 +335,23 @@ fn forge(archive: &[u8], f: impl FnOnce(&mut Index, &mut Vec<Vec<u8>>)) -> Vec<u
 fn forge_program(archive: &[u8], t: usize, payload_program: &Node, program: Node) -> Vec<u8> {
     let a = Archive::open(archive).unwrap();
     let data = a.decode_tensor(t).unwrap();
-    let entry = &a.index().tensors[t];
+    let entry = &brevis::internals::index(&a).tensors[t];
     let wb = entry.word_bits as usize / 8;
     let mut chunks = Vec::new();
     let mut pos = 0;
     for c in &entry.chunks {
         let end = pos + c.elems as usize * wb;
-        let x = brevis::dsl::Stream::from_le_bytes(brevis::dsl::Ty::u(entry.word_bits), &data[pos..end]).unwrap();
+        let x = brevis::internals::dsl::Stream::from_le_bytes(
+            brevis::internals::dsl::Ty::u(entry.word_bits),
+            &data[pos..end],
+        )
+        .unwrap();
         let mut out = Vec::new();
         payload_program.encode(&x, &[], &mut out).unwrap();
         chunks.push((out, xxh3_64(&data[pos..end])));
         pos = end;
     }
-    let first: usize = a.index().tensors[..t].iter().map(|e| e.chunks.len()).sum();
+    let first: usize = brevis::internals::index(&a).tensors[..t].iter().map(|e| e.chunks.len()).sum();
     forge(archive, |ix, p| {
         ix.tensors[t].program = program;
         for (k, (c, h)) in chunks.into_iter().enumerate() {
@@ -377,7 +383,7 @@ fn one_constant() -> (Vec<u8>, Vec<u8>) {
     let archive = compressed(&f);
     let a = Archive::open(&archive).unwrap();
     let c = a.find("c").unwrap();
-    assert!(a.info(c).unwrap().program.to_string().starts_with("const"), "{}", a.info(c).unwrap().program);
+    assert!(a.info(c).unwrap().program().starts_with("const"), "{}", brevis::internals::index(&a).tensors[c].program);
     (f, archive)
 }
 
@@ -405,7 +411,7 @@ fn forged_original_size_is_refused_before_allocating() {
         // Allocating any of these sizes would abort the process, so an error here proves the
         // check happens first.
         for limit in [1u64 << 20, 1 << 40] {
-            let opts = DecodeOptions { memory_limit: limit, ..Default::default() };
+            let opts = DecodeOptions::default().with_memory_limit(limit);
             let r = brevis::decompress_with(&forged, &opts);
             assert!(matches!(r, Err(Error::Limit(_))), "{elems} elements, limit {limit}: {r:?}");
         }
@@ -418,9 +424,9 @@ fn forged_original_size_is_refused_before_allocating() {
     let orig = original();
     let archive = compressed(&orig);
     let size = orig.len() as u64;
-    let r = brevis::decompress_with(&archive, &DecodeOptions { memory_limit: size - 1, ..Default::default() });
+    let r = brevis::decompress_with(&archive, &DecodeOptions::default().with_memory_limit(size - 1));
     assert!(matches!(r, Err(Error::Limit(_))), "{r:?}");
-    let r = brevis::decompress_with(&archive, &DecodeOptions { memory_limit: size, ..Default::default() });
+    let r = brevis::decompress_with(&archive, &DecodeOptions::default().with_memory_limit(size));
     assert_eq!(r.unwrap(), orig);
 }
 
@@ -470,7 +476,10 @@ fn forged_programs_fail_cleanly() {
     // Programs that parse but cannot decode this payload, or decode to other data.
     let set = |i: usize, p: Node| move |ix: &mut Index, _: &mut Vec<Vec<u8>>| ix.tensors[i].program = p;
     add("raw over a fields payload", forge(&archive, set(embed, raw())));
-    add("program of another tensor", forge(&archive, set(embed, a.info(quant).unwrap().program.clone())));
+    add(
+        "program of another tensor",
+        forge(&archive, set(embed, brevis::internals::index(&a).tensors[quant].program.clone())),
+    );
     add("const of another value", forge(&archive, set(norm, konst(0x3f80_0001))));
     add("const too wide", forge(&archive, set(norm, konst(1 << 40))));
     add("arange off by one", forge(&archive, set(pos, arange(1, 1))));
@@ -556,12 +565,12 @@ fn forged_programs_fail_cleanly() {
         }),
     );
 
-    let before = format!("{:?}", a.index());
+    let before = format!("{:?}", brevis::internals::index(&a));
     // Forgeries that keep the original file: an explicit copy of a header entry, a new name.
     let benign = ["header entry made explicit", "tensor renamed"];
     let mut bad = Vec::new();
     for (what, forged) in &cases {
-        if Archive::open(forged).is_ok_and(|fa| format!("{:?}", fa.index()) == before) {
+        if Archive::open(forged).is_ok_and(|fa| format!("{:?}", brevis::internals::index(&fa)) == before) {
             bad.push(format!("{what}: the forgery changed nothing (test bug)"));
         }
         let o = decode(forged, &orig, &one_thread(true));
@@ -575,7 +584,10 @@ fn forged_programs_fail_cleanly() {
                 let r = catch_unwind(AssertUnwindSafe(|| fa.decode_tensor(i)));
                 match r {
                     Err(_) => bad.push(format!("{what}: decode_tensor({i}) panicked")),
-                    Ok(Ok(v)) if fa.index().tensors[i].program.reads_payload() && v != a.decode_tensor(i).unwrap() => {
+                    Ok(Ok(v))
+                        if brevis::internals::index(&fa).tensors[i].program.reads_payload()
+                            && v != a.decode_tensor(i).unwrap() =>
+                    {
                         bad.push(format!("{what}: tensor {i} decodes to other bytes"))
                     }
                     _ => {}
@@ -593,7 +605,7 @@ fn forged_index_bytes_never_panic() {
     let orig = original();
     let archive = compressed(&orig);
     let meta = meta_of(&archive);
-    let limit = DecodeOptions { threads: 1, memory_limit: 1 << 26, verify: true, ..Default::default() };
+    let limit = DecodeOptions::default().with_threads(1).with_memory_limit(1 << 26).with_verify(true);
     let bad = sweep(4000, |round| {
         let mut rng = Rng(round as u64);
         let mut m = meta.clone();

@@ -1,7 +1,7 @@
 //! The C API called from Rust (no C compiler needed): conventions that the C tests
 //! (tests/ffi_c.rs) check again from C.
 
-use brevis::ffi::*;
+use brevis::internals::ffi::*;
 use std::ffi::{c_int, CStr};
 use std::path::Path;
 use std::ptr::{null, null_mut};
@@ -126,7 +126,7 @@ fn an_archive_opened_with_options_has_its_own_pool_and_memory_limit() {
     unsafe { brevis_archive_free(a) };
     // Too small for the index: it does not open, and `*out` is untouched.
     set(o, brevis_option::BREVIS_OPTION_MEMORY_LIMIT, 16);
-    let mut b = 7usize as *mut brevis_archive;
+    let mut b = std::ptr::without_provenance_mut::<brevis_archive>(7);
     assert_eq!(unsafe { brevis_archive_open_with_options(arc.as_ptr(), arc.len(), o, &mut b) }, BREVIS_ERROR_LIMIT);
     assert_eq!(b as usize, 7);
     unsafe { brevis_options_free(o) };

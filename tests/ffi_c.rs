@@ -111,7 +111,7 @@ fn cpp_loader_example() {
     let Some(exe) = build_cpp_example("loader.cpp", tmp.path()) else { return };
     for (name, original) in [("fixture", std::fs::read(fixture()).unwrap()), ("small", small_checkpoint())] {
         let orig = write(tmp.path(), &format!("{name}.safetensors"), &original);
-        let opts = brevis::Options { threads: 2, ..Default::default() };
+        let opts = brevis::Options::default().with_threads(2);
         let arc = write(tmp.path(), &format!("{name}.brv"), &brevis::compress(&original, &opts).unwrap());
         let out = run(&format!("loader, {name}"), Command::new(&exe).arg(&arc).arg(&orig));
         assert!(out.contains("all tensors match"), "{out}");
@@ -162,7 +162,7 @@ fn build_cpp_example(source: &str, dir: &std::path::Path) -> Option<std::path::P
 fn cpp_gguf_loader_example() {
     let tmp = tempfile::tempdir().unwrap();
     let Some(exe) = build_cpp_example("gguf_loader.cpp", tmp.path()) else { return };
-    let opts = brevis::Options { threads: 2, ..Default::default() };
+    let opts = brevis::Options::default().with_threads(2);
     for (version, alignment, vocab) in [(3, 32, 10), (2, 64, 20000), (3, 8, 300)] {
         let f = support::gguf::loader_model(version, alignment, vocab, 0).bytes();
         let orig = write(tmp.path(), "m.gguf", &f);
@@ -179,7 +179,7 @@ fn cpp_gguf_loader_example() {
     files.sort();
     assert!(!files.is_empty(), "no .gguf file in {}", dir.display());
     // The fast level and a small sample: what is checked here is the loader's path, not sizes.
-    let fast = brevis::Options { level: brevis::Level::Fast, sample_elems: 1 << 14, ..opts };
+    let fast = opts.with_level(brevis::Level::Fast).with_sample_elems(1 << 14);
     for f in &files {
         let arc = tmp.path().join("dev.brv");
         brevis::compress_file(&std::fs::File::open(f).unwrap(), &mut std::fs::File::create(&arc).unwrap(), &fast)

@@ -5,7 +5,7 @@
 
 mod support;
 
-use brevis::ffi::*;
+use brevis::internals::ffi::*;
 use brevis::FileMeta;
 use std::ffi::{c_int, CString};
 use std::os::unix::fs::PermissionsExt;

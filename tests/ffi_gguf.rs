@@ -5,14 +5,14 @@
 
 mod support;
 
-use brevis::ffi::*;
+use brevis::internals::ffi::*;
 use std::ffi::{c_int, CStr};
 use std::mem::MaybeUninit;
 use std::ptr::{null, null_mut};
 use support::gguf::*;
 
 fn compress(src: &[u8]) -> Vec<u8> {
-    brevis::compress(src, &brevis::Options { threads: 2, ..Default::default() }).unwrap()
+    brevis::compress(src, &brevis::Options::default().with_threads(2)).unwrap()
 }
 
 /// A handle on `arc` (which must outlive it).

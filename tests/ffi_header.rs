@@ -90,9 +90,9 @@ fn version_macros_match_cargo_toml() {
         assert_eq!(macro_value(h, "BREVIS_VERSION_STRING"), format!("\"{major}.{minor}.{patch}\""));
         assert_eq!(macro_value(h, "BREVIS_VERSION_NUMBER"), (major * 10000 + minor * 100 + patch).to_string());
     }
-    let runtime = unsafe { std::ffi::CStr::from_ptr(brevis::ffi::brevis_version()) };
+    let runtime = unsafe { std::ffi::CStr::from_ptr(brevis::internals::ffi::brevis_version()) };
     assert_eq!(runtime.to_str().unwrap(), format!("{major}.{minor}.{patch}"));
-    assert_eq!(brevis::ffi::brevis_version_number(), major * 10000 + minor * 100 + patch);
+    assert_eq!(brevis::internals::ffi::brevis_version_number(), major * 10000 + minor * 100 + patch);
 }
 
 /// Every function and type of the header is prefixed, and the entry points the C API promises

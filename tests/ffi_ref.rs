@@ -1,7 +1,7 @@
 //! The C entry points for reference-based compression, called as C would.
 
 mod support;
-use brevis::ffi::*;
+use brevis::internals::ffi::*;
 use support::st::*;
 
 #[test]
@@ -94,7 +94,7 @@ fn decompress_with_ref_and_options_honours_its_settings() {
         t.data.iter_mut().step_by(11).for_each(|b| *b ^= 4);
     }
     let (base, new) = (file(&base_ts, None), file(&new_ts, None));
-    let opts = brevis::Options { chunk_bytes: 4096, ..Default::default() };
+    let opts = brevis::Options::default().with_chunk_bytes(4096);
     let archive = brevis::compress_with_ref(&new, &base, &opts).unwrap();
     let decode = |o: *const brevis_options, out: &mut Vec<u8>, got: *mut usize| unsafe {
         brevis_decompress_with_ref_and_options(

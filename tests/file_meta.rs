@@ -105,13 +105,13 @@ fn the_library_records_metadata_only_when_given() {
         FileMeta { mode: 0, mtime: i64::MIN, mtime_nanos: 0 },
         FileMeta { mode: 0o7777, mtime: i64::MAX, mtime_nanos: 1 },
     ] {
-        let opts = brevis::Options { file_meta: Some(meta), ..Default::default() };
+        let opts = brevis::Options::default().with_file_meta(Some(meta));
         let a = brevis::compress(&m, &opts).unwrap();
         assert_eq!(a, brevis::compress(&m, &opts).unwrap(), "deterministic");
         assert_ne!(a, plain);
         let archive = brevis::Archive::open(&a).unwrap();
         assert_eq!(archive.file_meta(), Some(meta));
-        assert_eq!(archive.index().version, brevis::container::VERSION);
+        assert_eq!(brevis::internals::index(&archive).version, brevis::internals::container::VERSION);
         assert_eq!(brevis::decompress(&a).unwrap(), m);
         // The file path makes the same archive.
         let dir = tempfile::tempdir().unwrap();
@@ -135,7 +135,7 @@ fn old_archives_decode_and_record_nothing() {
             let bytes = std::fs::read(root.join(v).join(name)).unwrap();
             let a = brevis::Archive::open(&bytes).unwrap();
             assert_eq!(a.file_meta(), None, "{v}/{name}");
-            assert!(a.index().version < 3);
+            assert!(brevis::internals::index(&a).version < 3);
             if !a.needs_reference() {
                 assert_eq!(a.decompress(&Default::default()).unwrap().len() as u64, a.original_size());
             }
@@ -152,7 +152,7 @@ fn old_archives_decode_and_record_nothing() {
 
 /// The index's meta block of `archive` edited by `f`, the archive reassembled around it.
 fn with_meta(archive: &[u8], f: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
-    use brevis::container::{FOOTER_LEN, META_DICT};
+    use brevis::internals::container::{FOOTER_LEN, META_DICT};
     let foot = archive.len() - FOOTER_LEN;
     let word = |i: usize| u64::from_le_bytes(archive[foot + 8 * i..foot + 8 * i + 8].try_into().unwrap());
     let meta_start = foot - word(0) as usize;
@@ -167,7 +167,7 @@ fn with_meta(archive: &[u8], f: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
     out.extend_from_slice(&(frame.len() as u64).to_le_bytes());
     out.extend_from_slice(&(raw.len() as u64).to_le_bytes());
     out.extend_from_slice(&xxhash_rust::xxh3::xxh3_64(&frame).to_le_bytes());
-    out.extend_from_slice(&brevis::container::END_MAGIC);
+    out.extend_from_slice(&brevis::internals::container::END_MAGIC);
     out
 }
 
@@ -184,7 +184,7 @@ fn records_are_extensible_and_checked() {
     };
     // The writer's form, as docs/FORMAT.md gives it: after the entries, one record, tag 1.
     let m0640 = FileMeta { mode: 0o640, mtime: THEN.0, mtime_nanos: THEN.1 };
-    let with = brevis::compress(&m, &brevis::Options { file_meta: Some(m0640), ..Default::default() }).unwrap();
+    let with = brevis::compress(&m, &brevis::Options::default().with_file_meta(Some(m0640))).unwrap();
     let mut tail = Vec::new();
     with_meta(&with, |raw| tail = raw[raw.len() - 14..].to_vec());
     // Record count 1, tag 1, an 11-byte body.

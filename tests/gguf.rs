@@ -5,11 +5,11 @@
 
 mod support;
 
-use brevis::dsl::build::*;
-use brevis::dsl::ops::blocks::{self, Blocks};
-use brevis::dsl::{Node, Op, Ty};
-use brevis::synth::PriorSource;
-use brevis::tensor::gguf;
+use brevis::internals::dsl::build::*;
+use brevis::internals::dsl::ops::blocks::{self, Blocks};
+use brevis::internals::dsl::{Node, Op, Ty};
+use brevis::internals::tensor::gguf;
+use brevis::PriorSource;
 use support::gguf::*;
 use support::st::{self, Rng};
 
@@ -78,7 +78,7 @@ fn gguf_v2_and_v3_files_round_trip_with_their_tensors_found() {
             let f = m.bytes();
             let what = format!("v{version}, alignment {alignment}");
             // The writer's padding is 0xA5, never zero.
-            assert!(f.len() as u64 > m.data_start() && m.header().len() as u64 % alignment != 0, "{what}");
+            assert!(f.len() as u64 > m.data_start() && !(m.header().len() as u64).is_multiple_of(alignment), "{what}");
             let spans = gguf::layout(&f).unwrap();
             let offs = m.data_offsets();
             assert_eq!(spans.len(), m.tensors.len(), "{what}");
@@ -104,7 +104,7 @@ fn gguf_v2_and_v3_files_round_trip_with_their_tensors_found() {
 #[test]
 fn float_tensors_are_coded_like_the_same_safetensors_tensors() {
     let m = model(3, 32);
-    let opts = brevis::Options { prior: PriorSource::Uniform, ..Default::default() };
+    let opts = brevis::Options::default().with_prior(PriorSource::Uniform);
     let a = round_trip(&m.bytes(), &opts);
     let floats: Vec<st::Tensor> = expected(&m)
         .into_iter()
@@ -117,12 +117,12 @@ fn float_tensors_are_coded_like_the_same_safetensors_tensors() {
     for t in &floats {
         let g = ga.info(ga.find(&t.name).unwrap()).unwrap();
         let s = sa.info(sa.find(&t.name).unwrap()).unwrap();
-        assert_eq!(g.program.to_string(), s.program.to_string(), "{}", t.name);
+        assert_eq!(g.program(), s.program(), "{}", t.name);
         assert_eq!(g.compressed_bytes, s.compressed_bytes, "{}", t.name);
         if t.data.len() >= 16384 {
             // A weight matrix gets a float program (its sign and exponent bits split from the
             // mantissa: fields or byte planes), not a byte coder.
-            let p = g.program.to_string();
+            let p = g.program();
             assert!(p.starts_with("fields") || p.starts_with("byteplanes"), "{}: {p}", t.name);
             assert!(g.compressed_bytes < t.data.len() as u64 * 15 / 16, "{}: {} bytes", t.name, g.compressed_bytes);
         }
@@ -144,7 +144,7 @@ fn a_large_vocabulary_is_parsed_and_kept() {
     assert!((a.len() as u64) < m.data_start() / 2 + (f.len() as u64 - m.data_start()), "{} bytes", a.len());
     // The header stays in the residue, coded whole in the index's frame: no entry starts before
     // the data section, and the archive pays for it about what zstd -19 of the header costs.
-    assert!(arch.index().tensors.iter().all(|t| t.offset >= m.data_start()));
+    assert!(brevis::internals::index(&arch).tensors.iter().all(|t| t.offset >= m.data_start()));
     let tensors: u64 = (0..arch.len()).map(|i| arch.info(i).unwrap().compressed_bytes).sum();
     let header_zstd = zstd::bulk::compress(&f[..m.data_start() as usize], 19).unwrap().len() as u64;
     let meta = a.len() as u64 - tensors;
@@ -156,8 +156,8 @@ fn info_at(m: &Gguf, k: usize) -> usize {
     let mut head = m.clone();
     head.tensors.truncate(k);
     head.offsets = head.offsets.map(|o| o[..k].to_vec());
-    let n = head.header().len();
-    n
+
+    head.header().len()
 }
 
 /// `f` with the little-endian `value` written over bytes `at..at + width`.
@@ -192,7 +192,7 @@ fn a_prefix_of_the_header_asks_for_more() {
 fn every_truncation_round_trips() {
     let f = small().bytes();
     let data_start = small().data_start() as usize;
-    let opts = brevis::Options { threads: 1, ..Default::default() };
+    let opts = brevis::Options::default().with_threads(1);
     for n in 0..=f.len() {
         let r = gguf::layout(&f[..n]);
         if n < data_start {
@@ -243,7 +243,7 @@ fn hostile_headers_round_trip_or_are_refused() {
     refused.push(("past the end".into(), past_bytes));
     for (what, g) in &refused {
         assert!(gguf::layout(g).is_err(), "{what}: parsed");
-        round_trip(g, &brevis::Options { threads: 1, ..Default::default() });
+        round_trip(g, &brevis::Options::default().with_threads(1));
     }
 }
 
@@ -271,7 +271,7 @@ fn bad_alignments_and_deep_arrays_are_refused() {
     cases.push(("arrays nested 2000 deep".into(), m.bytes()));
     for (what, g) in &cases {
         assert!(gguf::layout(g).is_err(), "{what}: parsed");
-        round_trip(g, &brevis::Options { threads: 1, ..Default::default() });
+        round_trip(g, &brevis::Options::default().with_threads(1));
     }
     // 16 levels are fine.
     let mut m = small();
@@ -390,11 +390,11 @@ fn a_header_beyond_the_memory_limit_leaves_the_file_as_bytes() {
     let path = dir.path().join("m.gguf");
     std::fs::write(&path, &f).unwrap();
     for (limit, parsed) in [(128u64 << 10, false), (64 << 20, true)] {
-        let opts = brevis::Options { memory_limit: limit, threads: 1, ..Default::default() };
+        let opts = brevis::Options::default().with_memory_limit(limit).with_threads(1);
         let (brv, back) = (dir.path().join("m.brv"), dir.path().join("m.out"));
         brevis::compress_file(&std::fs::File::open(&path).unwrap(), &mut std::fs::File::create(&brv).unwrap(), &opts)
             .unwrap();
-        let dopts = brevis::DecodeOptions { memory_limit: limit, threads: 1, ..Default::default() };
+        let dopts = brevis::DecodeOptions::default().with_memory_limit(limit).with_threads(1);
         let out = &mut std::fs::File::create(&back).unwrap();
         brevis::decompress_file(&std::fs::File::open(&brv).unwrap(), out, &dopts).unwrap();
         assert!(std::fs::read(&back).unwrap() == f, "limit {limit}: the file came back changed");
@@ -422,8 +422,11 @@ fn a_gguf_file_serves_as_a_reference() {
     let back = brevis::decompress_with_ref(&a, &base, &brevis::DecodeOptions::default()).unwrap();
     assert!(back == new);
     let arch = brevis::Archive::open(&a).unwrap();
-    let refs: Vec<&str> =
-        arch.index().tensors.iter().filter_map(|t| t.reference.as_ref().map(|r| r.name.as_str())).collect();
+    let refs: Vec<&str> = brevis::internals::index(&arch)
+        .tensors
+        .iter()
+        .filter_map(|t| t.reference.as_ref().map(|r| r.name.as_str()))
+        .collect();
     assert!(refs.contains(&"token_embd.weight") && refs.contains(&"blk.0.ffn_up.weight"), "{refs:?}");
     assert!(a.len() < 2048, "{} bytes against a base of {}", a.len(), base.len());
 }
@@ -449,7 +452,7 @@ fn blocks_program(id: u32, k: usize) -> Node {
 }
 
 /// `blocks_program` for the tensors whose dtype is a ggml type that `blocks` splits.
-fn impose_blocks(k: usize) -> impl Fn(usize, &brevis::synth::TensorView) -> Option<Node> + Sync {
+fn impose_blocks(k: usize) -> impl Fn(usize, &brevis::internals::synth::TensorView) -> Option<Node> + Sync {
     move |_, v| {
         gguf::ggml_type_named(v.dtype.name()).filter(|t| Blocks::new(t.id).is_some()).map(|t| blocks_program(t.id, k))
     }
@@ -461,14 +464,14 @@ fn impose_blocks(k: usize) -> impl Fn(usize, &brevis::synth::TensorView) -> Opti
 fn quantized_blocks_round_trip_at_every_chunk_phase() {
     let f = quant_model(5, 4, 9).bytes();
     for (k, chunk_bytes) in [3usize, 100, 1000, 1 << 20].into_iter().enumerate() {
-        let opts = brevis::Options { chunk_bytes, threads: 1, ..Default::default() };
-        let a = brevis::compress_with_programs(&f, &opts, &impose_blocks(k)).unwrap();
+        let opts = brevis::Options::default().with_chunk_bytes(chunk_bytes).with_threads(1);
+        let a = brevis::internals::compress_with_programs(&f, &opts, &impose_blocks(k)).unwrap();
         assert!(brevis::decompress(&a).unwrap() == f, "chunk size {chunk_bytes}");
         let arch = brevis::Archive::open(&a).unwrap();
         for id in blocks::TYPES {
             let i = arch.find(&format!("blk.{id}.weight")).unwrap();
             let name = gguf::ggml_type(id).unwrap().name;
-            assert!(arch.info(i).unwrap().program.to_string().starts_with(&format!("blocks({name})")));
+            assert!(arch.info(i).unwrap().program().starts_with(&format!("blocks({name})")));
         }
     }
 }
@@ -483,9 +486,9 @@ fn the_search_splits_quantized_blocks() {
     let f = m.bytes();
     let a = round_trip(&f, &brevis::Options::default());
     let arch = brevis::Archive::open(&a).unwrap();
-    let p = arch.info(arch.find("ffn_down.weight").unwrap()).unwrap().program.to_string();
+    let p = arch.info(arch.find("ffn_down.weight").unwrap()).unwrap().program();
     assert!(p.starts_with("blocks(Q8_0)["), "{p}");
-    let q8 = &arch.index().tensors[arch.find("ffn_down.weight").unwrap()];
+    let q8 = &brevis::internals::index(&arch).tensors[arch.find("ffn_down.weight").unwrap()];
     // Near-uniform synthetic weights leave little to find (96.8% today), but the scales do.
     assert!(q8.compressed_len() < q8.nbytes * 98 / 100, "{} of {} bytes", q8.compressed_len(), q8.nbytes);
 }
@@ -507,7 +510,7 @@ fn tensors_of_partial_blocks_are_bytes() {
     );
     let a = round_trip(&f, &brevis::Options::default());
     let arch = brevis::Archive::open(&a).unwrap();
-    let program = |name| arch.info(arch.find(name).unwrap()).unwrap().program.to_string();
+    let program = |name| arch.info(arch.find(name).unwrap()).unwrap().program();
     assert!(program("whole").starts_with("blocks(Q4_0)"), "{}", program("whole"));
     assert!(!program("odd").contains("blocks"), "{}", program("odd"));
     // The operator itself refuses what it cannot split.
@@ -519,8 +522,8 @@ fn tensors_of_partial_blocks_are_bytes() {
 #[test]
 fn damaged_blocks_archives_fail_cleanly() {
     let f = quant_model(7, 2, 8).bytes();
-    let opts = brevis::Options { chunk_bytes: 1000, threads: 1, ..Default::default() };
-    let a = brevis::compress_with_programs(&f, &opts, &impose_blocks(1)).unwrap();
+    let opts = brevis::Options::default().with_chunk_bytes(1000).with_threads(1);
+    let a = brevis::internals::compress_with_programs(&f, &opts, &impose_blocks(1)).unwrap();
     let mut errors = 0;
     for at in (16..a.len()).step_by(7) {
         let mut d = a.clone();
@@ -533,7 +536,7 @@ fn damaged_blocks_archives_fail_cleanly() {
     assert!(errors > 0);
     for id in [0u64, 4, 16, 40, 1 << 40] {
         let mut p = vec![Blocks::ID];
-        brevis::coder::bitio::put_varint(&mut p, id);
+        brevis::internals::coder::bitio::put_varint(&mut p, id);
         p.push(0x01);
         assert!(Node::parse(&p, Ty::u(8)).is_err(), "type {id}");
     }

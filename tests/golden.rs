@@ -7,10 +7,10 @@
 
 mod support;
 
-use brevis::dsl::build::*;
-use brevis::dsl::ops::blocks::{self, Blocks};
-use brevis::dsl::ops::maps::Map;
-use brevis::dsl::{Node, Op, Ty};
+use brevis::internals::dsl::build::*;
+use brevis::internals::dsl::ops::blocks::{self, Blocks};
+use brevis::internals::dsl::ops::maps::Map;
+use brevis::internals::dsl::{Node, Op, Ty};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
@@ -43,7 +43,7 @@ fn synthetic() -> (Vec<u8>, Vec<Option<Node>>) {
             ((g.next() as u16 & 1) << 15) | ((3 + e) << 10) | (g.next() as u16 & 0x3FF)
         }
     };
-    let mut tensors: Vec<(&str, &str, Vec<u64>, Vec<u8>, Option<Node>)> = Vec::new();
+    let mut tensors: Vec<Spec<Option<Node>>> = Vec::new();
     let bf: Vec<u8> = (0..4096).flat_map(|_| gauss16(&mut g, true).to_le_bytes()).collect();
     tensors.push(("a.bf16", "BF16", vec![64, 64], bf.clone(), Some(fields(8, 7, 1, [rans_back(64), raw(), raw()]))));
     let f16: Vec<u8> = (0..4096).flat_map(|_| gauss16(&mut g, false).to_le_bytes()).collect();
@@ -98,7 +98,7 @@ fn synthetic() -> (Vec<u8>, Vec<Option<Node>>) {
     tensors.push(("n.f8", "F8_E4M3", vec![1000], f8, Some(fields(4, 3, 1, [rans(), raw(), raw()]))));
     let e5m2: Vec<u8> = (0..500).map(|_| (g.next() % 40) as u8).collect();
     tensors.push(("o.e5m2", "F8_E5M2", vec![500], e5m2, None));
-    let bools: Vec<u8> = (0..333).map(|_| (g.next() % 3 == 0) as u8).collect();
+    let bools: Vec<u8> = (0..333).map(|_| g.next().is_multiple_of(3) as u8).collect();
     tensors.push(("p.bool", "BOOL", vec![333], bools, Some(rans())));
     let q: Vec<u8> = (0..1000).map(|i| (i % 17) as u8).collect();
     tensors.push(("q.quant", "Q4_0", vec![1000], q, Some(zstd(19))));
@@ -108,14 +108,12 @@ fn synthetic() -> (Vec<u8>, Vec<Option<Node>>) {
     (file, tensors.into_iter().map(|t| t.4).collect())
 }
 
+/// A tensor of a golden file: name, dtype, shape, bytes and program.
+type Spec<'a, P> = (&'a str, &'a str, Vec<u64>, Vec<u8>, P);
+
 /// A safetensors file of `tensors` (name, dtype, shape, bytes, program) with a `note` in its
 /// metadata, 4 bytes `GAP!` before tensor `gap_before`, and `trailing` bytes after the data.
-fn safetensors<P>(
-    note: &str,
-    tensors: &[(&str, &str, Vec<u64>, Vec<u8>, P)],
-    gap_before: Option<usize>,
-    trailing: &[u8],
-) -> Vec<u8> {
+fn safetensors<P>(note: &str, tensors: &[Spec<P>], gap_before: Option<usize>, trailing: &[u8]) -> Vec<u8> {
     let mut header = format!(r#"{{"__metadata__":{{"format":"pt","note":"{note}"}}"#);
     let mut data = Vec::new();
     for (i, (name, dtype, shape, bytes, _)) in tensors.iter().enumerate() {
@@ -141,7 +139,7 @@ fn safetensors<P>(
 /// synthetic file itself with imposed reference programs.
 fn nudged() -> (Vec<u8>, Vec<Option<Node>>) {
     let (mut file, _) = synthetic();
-    let spans = brevis::tensor::safetensors::layout(&file).unwrap();
+    let spans = brevis::internals::tensor::safetensors::layout(&file).unwrap();
     let mut g = Lcg(7);
     let mut programs = vec![None; spans.len()];
     for (i, s) in spans.iter().enumerate() {
@@ -188,7 +186,7 @@ fn lanes_file() -> (Vec<u8>, Vec<Option<Node>>) {
             })
             .collect()
     };
-    let tensors: Vec<(&str, &str, Vec<u64>, Vec<u8>, Node)> = vec![
+    let tensors: Vec<Spec<Node>> = vec![
         ("a.bf16", "BF16", vec![64, 96], words(true, 6144), fields(8, 7, 3, [lanes(), raw(), raw()])),
         ("b.bf16", "BF16", vec![80, 96], words(true, 7680), fields(8, 7, 2, [lanes_prev(), raw(), raw()])),
         ("c.bf16", "BF16", vec![96, 96], words(true, 9216), fields(8, 7, 3, [lanes_back(96), raw(), raw()])),
@@ -244,20 +242,21 @@ fn quant_file() -> (Vec<u8>, Vec<Option<Node>>) {
 /// bytes raw, fp16 scales split as floats, wider fields raw, the others through rans, huffman or
 /// lanes leaves in turn.
 fn block_programs(file: &[u8], split: fn(u32) -> Option<Blocks>) -> Vec<Option<Node>> {
-    let layout = brevis::tensor::gguf::layout(file).unwrap();
+    let layout = brevis::internals::tensor::gguf::layout(file).unwrap();
     let leaves = [rans(), rans_prev(), huffman(), lanes(), lanes_adj()];
     let mut programs = Vec::new();
     for (k, s) in layout.iter().enumerate() {
-        let program = brevis::tensor::gguf::ggml_type_named(s.dtype.name()).and_then(|t| split(t.id)).map(|op| {
-            let tys = op.child_types(Ty::u(8)).unwrap();
-            let kids = tys.iter().enumerate().map(|(j, t)| match (j, t.bits) {
-                (0, _) => raw(),
-                (_, 16) => fields(5, 10, 3, [huffman(), raw(), raw()]),
-                (_, b) if b > 16 => raw(),
-                _ => leaves[(j + k) % leaves.len()].clone(),
+        let program =
+            brevis::internals::tensor::gguf::ggml_type_named(s.dtype.name()).and_then(|t| split(t.id)).map(|op| {
+                let tys = op.child_types(Ty::u(8)).unwrap();
+                let kids = tys.iter().enumerate().map(|(j, t)| match (j, t.bits) {
+                    (0, _) => raw(),
+                    (_, 16) => fields(5, 10, 3, [huffman(), raw(), raw()]),
+                    (_, b) if b > 16 => raw(),
+                    _ => leaves[(j + k) % leaves.len()].clone(),
+                });
+                Node::new(Op::Blocks(op), kids.collect())
             });
-            Node::new(Op::Blocks(op), kids.collect())
-        });
         programs.push(program);
     }
     programs
@@ -281,12 +280,12 @@ fn packed_file() -> (Vec<u8>, Vec<Option<Node>>) {
 /// The stored residue that the current writer makes of `archive`'s original, if the archive's
 /// meta holds it as it is.
 fn stored_residue_in_meta(archive: &[u8], residue: &[u8]) -> (u8, bool) {
-    let (model, stored) = brevis::container::header_model::encode(residue);
+    let (model, stored) = brevis::internals::container::header_model::encode(residue);
     let n = archive.len();
     let meta_len = u64::from_le_bytes(archive[n - 32..n - 24].try_into().unwrap()) as usize;
     let raw_len = u64::from_le_bytes(archive[n - 24..n - 16].try_into().unwrap()) as usize;
     let meta = &archive[n - 32 - meta_len..n - 32];
-    let raw = zstd::bulk::Decompressor::with_dictionary(brevis::container::META_DICT)
+    let raw = zstd::bulk::Decompressor::with_dictionary(brevis::internals::container::META_DICT)
         .unwrap()
         .decompress(meta, raw_len)
         .unwrap();
@@ -308,32 +307,37 @@ fn write_golden() {
     if std::env::var("BREVIS_WRITE_GOLDEN").is_err() {
         return;
     }
-    let dir = golden_dir().join(format!("v{}", brevis::container::VERSION));
+    let dir = golden_dir().join(format!("v{}", brevis::internals::container::VERSION));
     assert!(!dir.exists(), "{} exists: golden archives are never rewritten", dir.display());
     std::fs::create_dir_all(&dir).unwrap();
     let (file, programs) = synthetic();
-    let opts = brevis::Options { chunk_bytes: 2048, threads: 1, ..Default::default() };
-    let ops = brevis::compress_with_programs(&file, &opts, &|i, _| programs[i].clone()).unwrap();
+    let opts = brevis::Options::default().with_chunk_bytes(2048).with_threads(1);
+    let ops = brevis::internals::compress_with_programs(&file, &opts, &|i, _| programs[i].clone()).unwrap();
     let silero = brevis::compress(&fixture(), &brevis::Options::default()).unwrap();
     let (new, ref_programs) = nudged();
-    let with_ref = brevis::compress_with_programs_and_ref(&new, &file, &opts, &|i, _| ref_programs[i].clone()).unwrap();
+    let with_ref =
+        brevis::internals::compress_with_programs_and_ref(&new, &file, &opts, &|i, _| ref_programs[i].clone()).unwrap();
     // Version 3: the lanes leaf in every context, and the original's mode and time.
     let (lanes_in, lanes_programs) = lanes_file();
-    let lanes_opts = brevis::Options { file_meta: Some(golden_meta()), ..opts.clone() };
-    let lanes = brevis::compress_with_programs(&lanes_in, &lanes_opts, &|i, _| lanes_programs[i].clone()).unwrap();
+    let lanes_opts = opts.clone().with_file_meta(Some(golden_meta()));
+    let lanes =
+        brevis::internals::compress_with_programs(&lanes_in, &lanes_opts, &|i, _| lanes_programs[i].clone()).unwrap();
     // Version 4: lanes blocks with more than four context classes (chunks of 2^14 words).
     let (classes_in, classes_programs) = classes_file();
-    let classes_opts = brevis::Options { chunk_bytes: 1 << 15, ..opts.clone() };
+    let classes_opts = opts.clone().with_chunk_bytes(1 << 15);
     let classes =
-        brevis::compress_with_programs(&classes_in, &classes_opts, &|i, _| classes_programs[i].clone()).unwrap();
+        brevis::internals::compress_with_programs(&classes_in, &classes_opts, &|i, _| classes_programs[i].clone())
+            .unwrap();
     // Version 5: `blocks` over every block type, chunks cutting blocks (256 bytes).
     let (quant_in, quant_programs) = quant_file();
-    let quant_opts = brevis::Options { chunk_bytes: 256, ..opts.clone() };
-    let quant = brevis::compress_with_programs(&quant_in, &quant_opts, &|i, _| quant_programs[i].clone()).unwrap();
+    let quant_opts = opts.clone().with_chunk_bytes(256);
+    let quant =
+        brevis::internals::compress_with_programs(&quant_in, &quant_opts, &|i, _| quant_programs[i].clone()).unwrap();
     // Version 6: `blocks(T, packed)` over every block type that has it, and a GGUF header
     // stored with its strings gathered (residue model 2).
     let (packed_in, packed_programs) = packed_file();
-    let packed = brevis::compress_with_programs(&packed_in, &quant_opts, &|i, _| packed_programs[i].clone()).unwrap();
+    let packed =
+        brevis::internals::compress_with_programs(&packed_in, &quant_opts, &|i, _| packed_programs[i].clone()).unwrap();
     let mut manifest = String::new();
     for (name, archive, original, refname) in [
         ("packed", &packed, &packed_in, ""),
@@ -354,7 +358,7 @@ fn write_golden() {
 #[test]
 fn golden_archives_decode_forever() {
     let mut checked = 0;
-    for v in 1..=brevis::container::VERSION {
+    for v in 1..=brevis::internals::container::VERSION {
         let dir = golden_dir().join(format!("v{v}"));
         let manifest = std::fs::read_to_string(dir.join("MANIFEST"))
             .unwrap_or_else(|_| panic!("no golden archives for format version {v}"));
@@ -392,7 +396,7 @@ fn golden_ops_archive_covers_every_operator() {
     for f in ["ops.brv", "ref.brv"] {
         let archive = std::fs::read(dir.join(f)).unwrap();
         let a = brevis::Archive::open(&archive).unwrap();
-        text.extend((0..a.len()).map(|i| a.info(i).unwrap().program.to_string()));
+        text.extend((0..a.len()).map(|i| a.info(i).unwrap().program()));
     }
     let all = text.join(" ");
     for op in [
@@ -442,7 +446,7 @@ fn golden_archive(v: u16, name: &str, original: &[u8]) -> Vec<u8> {
 fn golden_v3_archive_covers_lanes_and_file_metadata() {
     let archive = golden_archive(3, "lanes.brv", &lanes_file().0);
     let a = brevis::Archive::open(&archive).unwrap();
-    let programs: Vec<String> = (0..a.len()).map(|i| a.info(i).unwrap().program.to_string()).collect();
+    let programs: Vec<String> = (0..a.len()).map(|i| a.info(i).unwrap().program()).collect();
     for p in [
         "fields(e8,m7,k3)[lanes, raw, raw]",
         "fields(e8,m7,k2)[lanes(prev), raw, raw]",
@@ -454,7 +458,10 @@ fn golden_v3_archive_covers_lanes_and_file_metadata() {
         assert!(programs.iter().any(|x| x == p), "golden v3 lacks {p}: {programs:?}");
     }
     assert_eq!(a.file_meta(), Some(golden_meta()));
-    assert!(a.index().tensors.iter().all(|t| t.chunks.len() >= 2), "every tensor spans several chunks");
+    assert!(
+        brevis::internals::index(&a).tensors.iter().all(|t| t.chunks.len() >= 2),
+        "every tensor spans several chunks"
+    );
 }
 
 /// Version 4's golden archive holds lanes blocks with more than four context classes and the
@@ -463,16 +470,16 @@ fn golden_v3_archive_covers_lanes_and_file_metadata() {
 fn golden_v4_archive_covers_eight_lanes_classes() {
     let archive = golden_archive(4, "classes.brv", &classes_file().0);
     let a = brevis::Archive::open(&archive).unwrap();
-    assert_eq!(a.info(0).unwrap().program.to_string(), format!("lanes(back {CLASS_ROW})"));
-    assert_eq!(a.info(1).unwrap().program.to_string(), "lanes(adj)");
-    let t = &a.index().tensors[0];
+    assert_eq!(a.info(0).unwrap().program(), format!("lanes(back {CLASS_ROW})"));
+    assert_eq!(a.info(1).unwrap().program(), "lanes(adj)");
+    let t = &brevis::internals::index(&a).tensors[0];
     assert!(t.chunks.len() >= 2, "the tensor spans several chunks");
     let mut most = 0;
     for c in &t.chunks {
         // A root leaf's payload is its block, length-prefixed.
         let payload = &archive[c.offset as usize..(c.offset + c.len) as usize];
-        let block = brevis::coder::bitio::ByteReader::new(payload).bytes().unwrap();
-        most = most.max(brevis::coder::lanes::block_classes(block).unwrap());
+        let block = brevis::internals::coder::bitio::ByteReader::new(payload).bytes().unwrap();
+        most = most.max(brevis::internals::coder::lanes::block_classes(block).unwrap());
     }
     assert!(most > 4, "the golden v4 blocks have at most {most} classes");
 }
@@ -491,7 +498,7 @@ fn golden_archive_damage_is_reported() {
     // A flipped bit in the first chunk payload is reported with its tensor.
     let mut flipped = archive.clone();
     let a = brevis::Archive::open(&archive).unwrap();
-    let chunk = &a.index().tensors[0].chunks[0];
+    let chunk = &brevis::internals::index(&a).tensors[0].chunks[0];
     flipped[chunk.offset as usize + chunk.len as usize / 2] ^= 0x10;
     let err = brevis::decompress(&flipped).unwrap_err().to_string();
     assert!(err.contains("a.bf16"), "{err}");
@@ -509,11 +516,11 @@ fn golden_v5_archive_covers_every_block_type() {
 /// chunks or more.
 fn assert_block_programs(a: &brevis::Archive, types: &[u32], suffix: &str) {
     for &id in types {
-        let name = brevis::tensor::gguf::ggml_type(id).unwrap().name;
+        let name = brevis::internals::tensor::gguf::ggml_type(id).unwrap().name;
         let i = a.find(&format!("blk.{id}.weight")).unwrap();
-        let p = a.info(i).unwrap().program.to_string();
+        let p = a.info(i).unwrap().program();
         assert!(p.starts_with(&format!("blocks({name}{suffix})[")), "{name}: {p}");
-        assert!(a.index().tensors[i].chunks.len() >= 2, "{name}: one chunk");
+        assert!(brevis::internals::index(a).tensors[i].chunks.len() >= 2, "{name}: one chunk");
     }
 }
 
@@ -525,7 +532,7 @@ fn golden_v6_archive_covers_packed_blocks_and_gathered_strings() {
     let archive = golden_archive(6, "packed.brv", &file);
     let a = brevis::Archive::open(&archive).unwrap();
     assert_block_programs(&a, &blocks::PACKED_TYPES, ", packed");
-    let (model, found) = stored_residue_in_meta(&archive, &a.index().residue);
-    assert_eq!(model, brevis::container::header_model::GGUF_STRINGS);
+    let (model, found) = stored_residue_in_meta(&archive, &brevis::internals::index(&a).residue);
+    assert_eq!(model, brevis::internals::container::header_model::GGUF_STRINGS);
     assert!(found, "the meta does not hold the residue in model 2");
 }

@@ -9,7 +9,7 @@
 
 mod support;
 
-use brevis::ffi::*;
+use brevis::internals::ffi::*;
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::Command;
@@ -189,8 +189,8 @@ fn a_file_four_times_the_memory_limit_round_trips_under_it() {
     assert!(decompress_rss < LIMIT, "decompress peak RSS {decompress_rss} bytes");
     // Real programs, not only generators: the quantized and normal tensors carry payload.
     let a = std::fs::File::open(dir.path().join("big.brv")).unwrap();
-    let a = brevis::Archive::open_source(brevis::source::Source::file(&a).unwrap(), LIMIT).unwrap();
-    let programs: Vec<String> = (0..a.len()).map(|i| a.info(i).unwrap().program.to_string()).collect();
+    let a = brevis::Archive::open_file(&a, LIMIT).unwrap();
+    let programs: Vec<String> = (0..a.len()).map(|i| a.info(i).unwrap().program()).collect();
     assert!(programs[0] != "raw" && a.info(0).unwrap().compressed_bytes < 56 * MIB, "{}", programs[0]);
     assert!(programs[1].starts_with("arange"), "{}", programs[1]);
     assert!(programs[2].starts_with("const"), "{}", programs[2]);
@@ -253,14 +253,14 @@ fn the_streaming_writer_makes_the_in_memory_archive() {
         let path = dir.path().join(format!("in{k}"));
         std::fs::write(&path, data).unwrap();
         for (chunk_bytes, threads) in [(1 << 20, 1), (4096, 1), (4096, 3), (1000, 2)] {
-            let opts = brevis::Options { chunk_bytes, threads, ..Default::default() };
+            let opts = brevis::Options::default().with_chunk_bytes(chunk_bytes).with_threads(threads);
             let want = brevis::compress(data, &opts).unwrap();
             let input = std::fs::File::open(&path).unwrap();
             // A stale, longer output must end up truncated to the archive.
             let out_path = dir.path().join("out");
             std::fs::write(&out_path, vec![0xAA; want.len() + 5000]).unwrap();
             let mut out = std::fs::OpenOptions::new().read(true).write(true).open(&out_path).unwrap();
-            let small = brevis::Options { memory_limit: 20_000, ..opts.clone() };
+            let small = opts.clone().with_memory_limit(20_000);
             let len = brevis::compress_file(&input, &mut out, &small).unwrap();
             drop(out);
             let got = std::fs::read(&out_path).unwrap();
@@ -269,7 +269,7 @@ fn the_streaming_writer_makes_the_in_memory_archive() {
             // And back, streaming, against the input.
             let mut back = Vec::new();
             let archive = std::fs::File::open(&out_path).unwrap();
-            let dopts = brevis::DecodeOptions { threads, memory_limit: 1 << 20, ..Default::default() };
+            let dopts = brevis::DecodeOptions::default().with_threads(threads).with_memory_limit(1 << 20);
             assert_eq!(brevis::decompress_file(&archive, &mut back, &dopts).unwrap(), data.len() as u64);
             assert!(back == *data, "file {k}: round trip differs");
         }
@@ -279,7 +279,7 @@ fn the_streaming_writer_makes_the_in_memory_archive() {
 #[test]
 fn a_damaged_archive_file_is_an_error_from_the_streaming_reader() {
     let data = &varied_files()[0];
-    let archive = brevis::compress(data, &brevis::Options { chunk_bytes: 4096, ..Default::default() }).unwrap();
+    let archive = brevis::compress(data, &brevis::Options::default().with_chunk_bytes(4096)).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("a.brv");
     for (at, what) in [(archive.len() / 3, "payload"), (archive.len() - 40, "index"), (3, "magic")] {

@@ -2,10 +2,10 @@
 //! mixed pairs (scalar encoders, each level's decoder), the `BREVIS_CPU` rule (it only lowers the
 //! level), and whole archives decoded and written identically at every level and thread count.
 
-use brevis::coder::{pack, packed_len};
-use brevis::dsl::ops::fields::Fields;
-use brevis::dsl::{Data, Stream, Ty};
-use brevis::simd::{self, Level};
+use brevis::internals::coder::{pack, packed_len};
+use brevis::internals::dsl::ops::fields::Fields;
+use brevis::internals::dsl::{Data, Stream, Ty};
+use brevis::internals::simd::{self, Isa};
 use proptest::prelude::*;
 use std::process::Command;
 
@@ -35,21 +35,21 @@ const LENS: [usize; 14] = [0, 1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 33, 63, 1001];
 
 #[test]
 fn unpack_every_level_every_width() {
-    for level in simd::available() {
+    for isa in simd::available() {
         for bits in 1..=16u32 {
             for (k, &n) in LENS.iter().enumerate() {
                 let v = values(k as u64 * 31 + bits as u64, n, bits);
                 let data = packed(&v, bits);
                 let mut scalar16 = vec![0u16; n];
-                simd::unpack_u16_at(Level::Scalar, &data, bits, &mut scalar16);
+                simd::unpack_u16_at(Isa::Scalar, &data, bits, &mut scalar16);
                 let mut got16 = vec![0xffffu16; n];
-                simd::unpack_u16_at(level, &data, bits, &mut got16);
-                assert_eq!(got16, scalar16, "u16 level {level:?} bits {bits} n {n}");
+                simd::unpack_u16_at(isa, &data, bits, &mut got16);
+                assert_eq!(got16, scalar16, "u16 isa {isa:?} bits {bits} n {n}");
                 assert!(got16.iter().zip(&v).all(|(&a, &b)| a as u64 == b), "u16 round trip, bits {bits} n {n}");
                 if bits <= 8 {
                     let mut got8 = vec![0xffu8; n];
-                    simd::unpack_u8_at(level, &data, bits, &mut got8);
-                    assert!(got8.iter().zip(&v).all(|(&a, &b)| a as u64 == b), "u8 level {level:?} bits {bits} n {n}");
+                    simd::unpack_u8_at(isa, &data, bits, &mut got8);
+                    assert!(got8.iter().zip(&v).all(|(&a, &b)| a as u64 == b), "u8 isa {isa:?} bits {bits} n {n}");
                 }
             }
         }
@@ -77,7 +77,7 @@ fn unpack_wide_words() {
 /// The `fields` split of bf16/fp16 words (scalar encoder), merged back at every level.
 #[test]
 fn merge_fields_every_level() {
-    for level in simd::available() {
+    for isa in simd::available() {
         for (exp, mant) in [(8u32, 7u32), (5, 10)] {
             for k in 0..=mant {
                 let lo = mant - k;
@@ -94,10 +94,10 @@ fn merge_fields_every_level() {
                         continue;
                     };
                     let mut got = vec![0u16; n];
-                    simd::merge_fields16_at(level, h, s, m, lo, &mut got);
+                    simd::merge_fields16_at(isa, h, s, m, lo, &mut got);
                     let mut want = vec![0u16; n];
-                    simd::merge_fields16_at(Level::Scalar, h, s, m, lo, &mut want);
-                    assert_eq!(got, want, "level {level:?} e{exp} m{mant} k{k} n {n}");
+                    simd::merge_fields16_at(Isa::Scalar, h, s, m, lo, &mut want);
+                    assert_eq!(got, want, "isa {isa:?} e{exp} m{mant} k{k} n {n}");
                     assert!(got.iter().zip(&words).all(|(&a, &b)| a as u64 == b), "round trip e{exp} m{mant} k{k}");
                 }
             }
@@ -107,7 +107,7 @@ fn merge_fields_every_level() {
 
 #[test]
 fn merge_planes_every_level() {
-    for level in simd::available() {
+    for isa in simd::available() {
         for bits in 9..=16u32 {
             let shift = bits - 8;
             for (j, &n) in LENS.iter().enumerate() {
@@ -115,8 +115,8 @@ fn merge_planes_every_level() {
                 let hi: Vec<u8> = words.iter().map(|&w| (w >> shift) as u8).collect();
                 let lo: Vec<u8> = words.iter().map(|&w| (w & ((1 << shift) - 1)) as u8).collect();
                 let mut got = vec![0u16; n];
-                simd::merge_planes16_at(level, &hi, &lo, shift, &mut got);
-                assert!(got.iter().zip(&words).all(|(&a, &b)| a as u64 == b), "level {level:?} bits {bits} n {n}");
+                simd::merge_planes16_at(isa, &hi, &lo, shift, &mut got);
+                assert!(got.iter().zip(&words).all(|(&a, &b)| a as u64 == b), "isa {isa:?} bits {bits} n {n}");
             }
         }
     }
@@ -127,7 +127,7 @@ fn merge_planes_every_level() {
 /// 16 steps of the AVX2 kernel.
 #[test]
 fn to_runs_every_level() {
-    for level in simd::available() {
+    for isa in simd::available() {
         for n in [0, 1, 31, 32, 33, 32 * 15 + 5, 32 * 16, 32 * 16 + 31, 32 * 17, 32 * 48 + 3, 100_003] {
             let words: Vec<u16> = values(n as u64, n, 16).into_iter().map(|v| v as u16).collect();
             let r = n / 32;
@@ -136,12 +136,12 @@ fn to_runs_every_level() {
                 want[32 * (i % r) + i / r] = v;
             }
             let mut got = vec![0u16; n];
-            simd::to_runs_at(level, &words, &mut got);
-            assert!(got == want, "level {level:?} n {n}, 16-bit words");
+            simd::to_runs_at(isa, &words, &mut got);
+            assert!(got == want, "isa {isa:?} n {n}, 16-bit words");
             let bytes: Vec<u8> = words.iter().map(|&v| v as u8).collect();
             let want: Vec<u16> = want.iter().map(|&v| v & 0xFF).collect();
-            simd::to_runs_at(level, &bytes, &mut got);
-            assert!(got == want, "level {level:?} n {n}, bytes");
+            simd::to_runs_at(isa, &bytes, &mut got);
+            assert!(got == want, "isa {isa:?} n {n}, bytes");
         }
     }
 }
@@ -151,9 +151,9 @@ proptest! {
     fn unpack_matches_scalar(bits in 1u32..=16, n in 0usize..300, seed in any::<u64>()) {
         let v = values(seed, n, bits);
         let data = packed(&v, bits);
-        for level in simd::available() {
+        for isa in simd::available() {
             let mut got = vec![0u16; n];
-            simd::unpack_u16_at(level, &data, bits, &mut got);
+            simd::unpack_u16_at(isa, &data, bits, &mut got);
             prop_assert!(got.iter().zip(&v).all(|(&a, &b)| a as u64 == b));
         }
     }
@@ -161,20 +161,20 @@ proptest! {
 
 #[test]
 fn environment_only_lowers_the_level() {
-    use brevis::simd::lowered;
-    assert_eq!(lowered(Level::Avx2, Some("scalar")), Level::Scalar);
-    assert_eq!(lowered(Level::Avx2, Some("AVX2")), Level::Avx2);
-    assert_eq!(lowered(Level::Scalar, Some("avx2")), Level::Scalar);
-    assert_eq!(lowered(Level::Avx2, Some("bogus")), Level::Avx2);
-    assert_eq!(lowered(Level::Avx2, None), Level::Avx2);
-    assert_eq!(lowered(Level::Avx512, Some("avx2")), Level::Avx2);
-    assert_eq!(lowered(Level::Avx512, Some("scalar")), Level::Scalar);
-    assert_eq!(lowered(Level::Avx512, Some("AVX512")), Level::Avx512);
-    assert_eq!(lowered(Level::Avx2, Some("avx512")), Level::Avx2);
-    assert_eq!(lowered(Level::Avx512, None), Level::Avx512);
-    assert_eq!(Level::Avx512.name(), "avx512");
-    assert!(simd::level() <= simd::detected());
-    assert_eq!(simd::available().first(), Some(&Level::Scalar));
+    use brevis::internals::simd::lowered;
+    assert_eq!(lowered(Isa::Avx2, Some("scalar")), Isa::Scalar);
+    assert_eq!(lowered(Isa::Avx2, Some("AVX2")), Isa::Avx2);
+    assert_eq!(lowered(Isa::Scalar, Some("avx2")), Isa::Scalar);
+    assert_eq!(lowered(Isa::Avx2, Some("bogus")), Isa::Avx2);
+    assert_eq!(lowered(Isa::Avx2, None), Isa::Avx2);
+    assert_eq!(lowered(Isa::Avx512, Some("avx2")), Isa::Avx2);
+    assert_eq!(lowered(Isa::Avx512, Some("scalar")), Isa::Scalar);
+    assert_eq!(lowered(Isa::Avx512, Some("AVX512")), Isa::Avx512);
+    assert_eq!(lowered(Isa::Avx2, Some("avx512")), Isa::Avx2);
+    assert_eq!(lowered(Isa::Avx512, None), Isa::Avx512);
+    assert_eq!(Isa::Avx512.name(), "avx512");
+    assert!(simd::isa() <= simd::detected());
+    assert_eq!(simd::available().first(), Some(&Isa::Scalar));
 }
 
 /// The real fixture through the CLI: the archive is the same at every CPU level and thread
@@ -194,7 +194,7 @@ fn archives_identical_across_levels_and_threads() {
         run(cpu, &["compress", "-q", "-T", t, input.to_str().unwrap(), "-o", out.to_str().unwrap()]);
         archives.push(std::fs::read(&out).unwrap());
     }
-    assert!(archives.windows(2).all(|w| w[0] == w[1]), "archives differ across CPU levels or thread counts");
+    assert!(archives.windows(2).all(|w| w[0] == w[1]), "archives differ across CPU isas or thread counts");
     let a = dir.path().join("a-scalar-1.brv");
     for (cpu, t) in [("scalar", "1"), ("scalar", "2"), ("avx2", "1"), ("avx2", "0"), ("avx512", "1"), ("", "0")] {
         let out = dir.path().join(format!("d-{cpu}-{t}"));

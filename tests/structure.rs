@@ -7,7 +7,7 @@ use support::st::*;
 /// The tensors of the committed real checkpoint (Silero VAD), plus a synthetic bf16 layer.
 fn base_tensors() -> Vec<Tensor> {
     let f = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/silero_vad_16k.safetensors")).unwrap();
-    let mut out: Vec<Tensor> = brevis::tensor::safetensors::layout(&f)
+    let mut out: Vec<Tensor> = brevis::internals::tensor::safetensors::layout(&f)
         .unwrap()
         .into_iter()
         .map(|s| tensor(&s.name, s.dtype.name(), &s.shape, f[s.start as usize..s.end as usize].to_vec()))

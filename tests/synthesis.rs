@@ -3,7 +3,7 @@
 //! needed to decode, and the archive does not depend on the thread count.
 
 mod support;
-use brevis::synth::{self, PriorSource};
+use brevis::PriorSource;
 use std::sync::Arc;
 use support::st::*;
 
@@ -30,7 +30,7 @@ fn checkpoint() -> Vec<u8> {
 }
 
 /// Transform levels above the deepest leaf.
-fn depth(n: &brevis::dsl::Node) -> usize {
+fn depth(n: &brevis::internals::dsl::Node) -> usize {
     n.children.iter().map(|c| 1 + depth(c)).max().unwrap_or(0)
 }
 
@@ -38,8 +38,8 @@ fn depth(n: &brevis::dsl::Node) -> usize {
 fn budget_and_depth_bound_the_search() {
     let f = checkpoint();
     for (budget, max_depth) in [(1, 1), (4, 2), (16, 4)] {
-        let stats = Arc::new(synth::SearchStats::default());
-        let opts = brevis::Options { budget, depth: max_depth, stats: Some(stats.clone()), ..Default::default() };
+        let stats = Arc::new(brevis::SearchStats::default());
+        let opts = brevis::Options::default().with_budget(budget).with_depth(max_depth).with_stats(Some(stats.clone()));
         let a = brevis::compress(&f, &opts).unwrap();
         assert_eq!(brevis::decompress(&a).unwrap(), f);
         let load = |x: &std::sync::atomic::AtomicU64| x.load(std::sync::atomic::Ordering::Relaxed);
@@ -51,7 +51,7 @@ fn budget_and_depth_bound_the_search() {
         assert!(stats.summary().contains("time: reading"), "{}", stats.summary());
         let arch = brevis::Archive::open(&a).unwrap();
         for i in 0..arch.len() {
-            let p = arch.info(i).unwrap().program;
+            let p = &brevis::internals::index(&arch).tensors[i].program;
             assert!(depth(p) <= max_depth, "depth {max_depth}: {p}");
         }
     }
@@ -60,7 +60,7 @@ fn budget_and_depth_bound_the_search() {
 #[test]
 fn more_budget_is_not_worse_here_and_beats_budget_one() {
     let f = checkpoint();
-    let size = |budget| brevis::compress(&f, &brevis::Options { budget, ..Default::default() }).unwrap().len();
+    let size = |budget| brevis::compress(&f, &brevis::Options::default().with_budget(budget)).unwrap().len();
     let (small, large) = (size(1), size(64));
     assert!(large < small, "budget 64: {large}, budget 1: {small}");
 }
@@ -69,9 +69,10 @@ fn more_budget_is_not_worse_here_and_beats_budget_one() {
 fn same_archive_whatever_the_thread_count() {
     let f = checkpoint();
     for level in brevis::Level::ALL {
-        let one = brevis::compress(&f, &brevis::Options { threads: 1, level, ..Default::default() }).unwrap();
+        let one = brevis::compress(&f, &brevis::Options::default().with_threads(1).with_level(level)).unwrap();
         for threads in [2, 3] {
-            let other = brevis::compress(&f, &brevis::Options { threads, level, ..Default::default() }).unwrap();
+            let other =
+                brevis::compress(&f, &brevis::Options::default().with_threads(threads).with_level(level)).unwrap();
             assert!(one == other, "{threads} threads gave another archive at {}", level.name());
         }
     }
@@ -83,28 +84,27 @@ fn learned_prior_round_trips_as_json_and_gives_the_same_archive() {
     let prior = brevis::learn_prior(&f, &brevis::Options::default()).unwrap();
     assert!(prior.tensors > 0 && !prior.is_empty());
     let json = prior.to_json();
-    let back = brevis::synth::Prior::from_json(&json).unwrap();
+    let back = brevis::Prior::from_json(&json).unwrap();
     assert_eq!(back, prior);
     // With `PriorSource::Learn`, compress learns exactly this prior from its input.
-    let learned = brevis::compress(&f, &brevis::Options { prior: PriorSource::Learn, ..Default::default() }).unwrap();
+    let learned = brevis::compress(&f, &brevis::Options::default().with_prior(PriorSource::Learn)).unwrap();
     let given =
-        brevis::compress(&f, &brevis::Options { prior: PriorSource::Given(Arc::new(back)), ..Default::default() })
-            .unwrap();
+        brevis::compress(&f, &brevis::Options::default().with_prior(PriorSource::Given(Arc::new(back)))).unwrap();
     assert!(learned == given);
     // The prior is never needed to decode.
     assert_eq!(brevis::decompress(&given).unwrap(), f);
-    assert!(brevis::synth::Prior::from_json("{\"format\":\"other\"}").is_err());
+    assert!(brevis::Prior::from_json("{\"format\":\"other\"}").is_err());
 }
 
 #[test]
 fn uniform_prior_uses_the_same_productions() {
     let f = checkpoint();
-    let u = brevis::compress(&f, &brevis::Options { prior: PriorSource::Uniform, ..Default::default() }).unwrap();
+    let u = brevis::compress(&f, &brevis::Options::default().with_prior(PriorSource::Uniform)).unwrap();
     assert_eq!(brevis::decompress(&u).unwrap(), f);
     // With a budget large enough to exhaust the search, the prior changes the order only (at
     // `max`, whose searches spend their whole budget: no patience).
     let big = |prior| {
-        let opts = brevis::Options { budget: 100_000, prior, level: brevis::Level::Max, ..Default::default() };
+        let opts = brevis::Options::default().with_budget(100_000).with_prior(prior).with_level(brevis::Level::Max);
         brevis::compress(&f, &opts).unwrap()
     };
     let (a, b) = (big(PriorSource::Uniform), big(PriorSource::Builtin));
@@ -115,12 +115,12 @@ fn uniform_prior_uses_the_same_productions() {
 /// The built-in prior parses, is learned (not uniform), and is the default.
 #[test]
 fn builtin_prior_is_the_default() {
-    let p = brevis::synth::builtin_prior();
+    let p = brevis::internals::synth::builtin_prior();
     assert!(!p.is_uniform() && p.tensors > 0);
     assert!(matches!(brevis::Options::default().prior, PriorSource::Builtin));
     let f = checkpoint();
     let default = brevis::compress(&f, &brevis::Options::default()).unwrap();
-    let given = brevis::compress(&f, &brevis::Options { prior: PriorSource::Given(p), ..Default::default() }).unwrap();
+    let given = brevis::compress(&f, &brevis::Options::default().with_prior(PriorSource::Given(p))).unwrap();
     assert!(default == given);
 }
 
@@ -169,14 +169,14 @@ fn repeated_layers_reuse_the_first_ones_programs() {
         ts.push(tensor(&format!("layers.{l}.attn.q_proj.weight"), "BF16", &[128, 160], w));
     }
     let f = file(&ts, None);
-    let stats = Arc::new(synth::SearchStats::default());
-    let opts = brevis::Options { threads: 1, stats: Some(stats.clone()), ..Default::default() };
+    let stats = Arc::new(brevis::SearchStats::default());
+    let opts = brevis::Options::default().with_threads(1).with_stats(Some(stats.clone()));
     let one = brevis::compress(&f, &opts).unwrap();
     assert_eq!(stats.reused.load(std::sync::atomic::Ordering::Relaxed), 3);
     assert_eq!(brevis::decompress(&one).unwrap(), f);
-    let two = brevis::compress(&f, &brevis::Options { threads: 2, ..Default::default() }).unwrap();
+    let two = brevis::compress(&f, &brevis::Options::default().with_threads(2)).unwrap();
     assert!(one == two, "2 threads gave another archive");
-    let each = brevis::compress(&f, &brevis::Options { reuse: false, ..Default::default() }).unwrap();
+    let each = brevis::compress(&f, &brevis::Options::default().with_reuse(false)).unwrap();
     assert!(one.len() as f64 <= each.len() as f64 * 1.005, "reuse {} vs search each {}", one.len(), each.len());
 }
 
@@ -192,8 +192,8 @@ fn fast_reuses_the_programs_of_small_repeated_tensors() {
     }
     let f = file(&ts, None);
     let reused = |level: brevis::Level, threads: usize| {
-        let stats = Arc::new(synth::SearchStats::default());
-        let opts = brevis::Options { threads, level, stats: Some(stats.clone()), ..Default::default() };
+        let stats = Arc::new(brevis::SearchStats::default());
+        let opts = brevis::Options::default().with_threads(threads).with_level(level).with_stats(Some(stats.clone()));
         let a = brevis::compress(&f, &opts).unwrap();
         assert_eq!(brevis::decompress(&a).unwrap(), f);
         (stats.reused.load(std::sync::atomic::Ordering::Relaxed), a)

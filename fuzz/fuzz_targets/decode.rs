@@ -4,7 +4,7 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let opts = brevis::DecodeOptions { memory_limit: 64 << 20, threads: 1, verify: true, ..Default::default() };
+    let opts = brevis::DecodeOptions::default().with_memory_limit(64 << 20).with_threads(1).with_verify(true);
     let _ = brevis::decompress_with(data, &opts);
     if let Ok(mut a) = brevis::Archive::open_with_limit(data, 64 << 20) {
         a.set_memory_limit(64 << 20);

@@ -5,7 +5,7 @@
 //! (`Archive::gguf`) must give back its header bytes and every tensor at its offset. Any input
 //! is also a residue for the residue models (round trip) and a stored GGUF residue (no panic).
 #![no_main]
-use brevis::tensor::gguf::{layout, layout_from_prefix, Stop};
+use brevis::internals::tensor::gguf::{layout, layout_from_prefix, Stop};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -17,7 +17,7 @@ fuzz_target!(|data: &[u8]| {
             end = s.end;
         }
         assert_eq!(layout(data).unwrap(), l.spans);
-        let opts = brevis::Options { threads: 1, chunk_bytes: 64 + data.len() % 200, ..Default::default() };
+        let opts = brevis::Options::default().with_threads(1).with_chunk_bytes(64 + data.len() % 200);
         let archive = brevis::compress(data, &opts).expect("compress never fails on a file in memory");
         assert_eq!(brevis::decompress(&archive).expect("own archive decodes"), data);
         // A loader's view of the archive: the header bytes and each tensor at its place.
@@ -29,10 +29,10 @@ fuzz_target!(|data: &[u8]| {
     }
     // The GGUF residue model: what a file splits into joins back to it; any bytes read as a
     // stored form give an error or at most the limit.
-    let model = brevis::container::header_model::GGUF_STRINGS;
-    let (m, stored) = brevis::container::header_model::encode(data);
-    assert_eq!(brevis::container::header_model::decode(m, &stored, data.len() as u64).unwrap(), data);
-    if let Ok(v) = brevis::container::header_model::decode(model, data, 1 << 16) {
+    let model = brevis::internals::container::header_model::GGUF_STRINGS;
+    let (m, stored) = brevis::internals::container::header_model::encode(data);
+    assert_eq!(brevis::internals::container::header_model::decode(m, &stored, data.len() as u64).unwrap(), data);
+    if let Ok(v) = brevis::internals::container::header_model::decode(model, data, 1 << 16) {
         assert!(v.len() <= 1 << 16);
     }
     assert_ne!(whole, Err(Stop::Short), "the whole file cannot be short");

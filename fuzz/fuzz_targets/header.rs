@@ -4,7 +4,7 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    if let Ok(spans) = brevis::tensor::safetensors::layout(data) {
+    if let Ok(spans) = brevis::internals::tensor::safetensors::layout(data) {
         let mut end = 0;
         for s in &spans {
             assert!(s.start <= s.end && s.end <= data.len() as u64 && s.start >= end);

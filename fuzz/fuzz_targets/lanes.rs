@@ -5,12 +5,12 @@
 //! is set, `Ctx::None` otherwise, but when bits 6..8 are not zero with `Ctx::Back(32 (k + 1))` for
 //! `k` the next byte: decoding must give them back, and `encoded_len` the size.
 #![no_main]
-use brevis::coder::lanes;
+use brevis::internals::coder::lanes;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let Some((&mode, rest)) = data.split_first() else { return };
-    let levels = brevis::simd::available();
+    let isas = brevis::internals::simd::available();
     if mode & 1 == 0 {
         if rest.len() < 2 {
             return;
@@ -22,7 +22,7 @@ fuzz_target!(|data: &[u8]| {
         let n = u16::from_le_bytes([rest[0], rest[1]]) as usize % 8192;
         let block = &rest[2..];
         let mut first: Option<(Result<usize, String>, Vec<u16>)> = None;
-        for &l in &levels {
+        for &l in &isas {
             let mut out = vec![0u16; n];
             let r = lanes::decode_ctx_at(l, block, ctx, &mut out).map_err(|e| e.to_string());
             if let Ok(used) = r {
@@ -31,7 +31,7 @@ fuzz_target!(|data: &[u8]| {
             let got = (r.clone(), if r.is_ok() { out } else { Vec::new() });
             match &first {
                 None => first = Some(got),
-                Some(f) => assert!(f.0.is_ok() == got.0.is_ok() && f.1 == got.1, "levels disagree"),
+                Some(f) => assert!(f.0.is_ok() == got.0.is_ok() && f.1 == got.1, "isas disagree"),
             }
         }
     } else {
@@ -52,7 +52,7 @@ fuzz_target!(|data: &[u8]| {
             Ok(()) => {
                 assert_eq!(lanes::encoded_len(&syms, ctx).unwrap(), block.len());
                 block.extend_from_slice(&[0xA5; 8]);
-                for &l in &levels {
+                for &l in &isas {
                     let mut out = vec![0u16; syms.len()];
                     assert_eq!(lanes::decode_ctx_at(l, &block, ctx, &mut out).unwrap(), block.len() - 8);
                     assert!(out == syms);

@@ -33,7 +33,7 @@ fuzz_target!(|data: &[u8]| {
     file.extend_from_slice(header.as_bytes());
     file.extend_from_slice(&payload);
     let copy = file.clone();
-    let opts = brevis::Options { threads: 1, chunk_bytes: 64 + data.len() % 200, ..Default::default() };
+    let opts = brevis::Options::default().with_threads(1).with_chunk_bytes(64 + data.len() % 200);
     let archive = brevis::compress(&file, &opts).expect("compress never fails on a valid file");
     assert_eq!(file, copy, "compress modified its input");
     assert_eq!(brevis::decompress(&archive).expect("own archive decodes"), file);

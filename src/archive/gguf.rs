@@ -147,8 +147,8 @@ mod tests {
     #[test]
     fn prefixes_come_from_the_residue_and_the_chunks() {
         let f: Vec<u8> = (0..(3u32 << 19) + 77).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8 % 17).collect();
-        let opts = crate::Options { chunk_bytes: 1 << 18, threads: 1, ..Default::default() };
-        let arc = crate::compress(&f, &opts).unwrap();
+        let opts = crate::options::Options { chunk_bytes: 1 << 18, threads: 1, ..Default::default() };
+        let arc = crate::api::compress(&f, &opts).unwrap();
         let a = Archive::open(&arc).unwrap();
         assert!(a.len() == 1 && a.index().tensors[0].chunks.len() > 4);
         for end in [0, 1, 1 << 18, (1 << 18) + 1, 1 << 20, f.len() as u64 - 1, f.len() as u64, u64::MAX] {

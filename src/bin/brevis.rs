@@ -20,8 +20,8 @@ mod jobs;
 #[path = "brevis/progress.rs"]
 mod progress;
 
-use brevis::file_meta::OutputAttrs;
-use brevis::source::MappedFile as Input;
+use brevis::MappedFile as Input;
+use brevis::OutputAttrs;
 use clap::{Args, Parser, Subcommand};
 use fsio::{check_output, open, open_regular, read_input, write_atomic, Compare, Watch, PENDING};
 use std::collections::BTreeMap;
@@ -225,10 +225,10 @@ struct SearchArgs {
     #[arg(long, value_name = "fast|default|max", default_value = "default", value_parser = parse_level)]
     level: brevis::Level,
     /// Productions evaluated per tensor by the search.
-    #[arg(long, default_value_t = brevis::synth::DEFAULT_BUDGET)]
+    #[arg(long, default_value_t = brevis::Options::default().budget)]
     budget: usize,
     /// Deepest program the search builds (levels of transforms).
-    #[arg(long, default_value_t = brevis::synth::DEFAULT_DEPTH)]
+    #[arg(long, default_value_t = brevis::Options::default().depth)]
     depth: usize,
     /// Production prior: `builtin` (the default: the prior that ships with Brevis, learned from
     /// real checkpoints), `learn` (learned from a sample of the input's tensors, which takes
@@ -245,8 +245,8 @@ struct SearchArgs {
 }
 
 impl SearchArgs {
-    fn prior(&self) -> Result<brevis::synth::PriorSource, String> {
-        use brevis::synth::PriorSource;
+    fn prior(&self) -> Result<brevis::PriorSource, String> {
+        use brevis::PriorSource;
         Ok(match self.prior.as_deref() {
             None | Some("builtin") => PriorSource::Builtin,
             Some("learn") => PriorSource::Learn,
@@ -254,7 +254,7 @@ impl SearchArgs {
             Some(path) => {
                 let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?;
                 PriorSource::Given(std::sync::Arc::new(
-                    brevis::synth::Prior::from_json(&text).map_err(|e| format!("{path}: {e}"))?,
+                    brevis::Prior::from_json(&text).map_err(|e| format!("{path}: {e}"))?,
                 ))
             }
         })
@@ -367,10 +367,10 @@ fn prior_learn(files: Vec<PathBuf>, output: PathBuf, force: bool, common: Common
         check_output(f, &output, force)?;
     }
     let t0 = Instant::now();
-    let mut prior = brevis::synth::Prior::uniform();
+    let mut prior = brevis::Prior::uniform();
     for f in &files {
         let data = read_input(f)?;
-        let p = brevis::learn_prior(&data, &brevis::Options { threads: common.threads, ..Default::default() })
+        let p = brevis::learn_prior(&data, &brevis::Options::default().with_threads(common.threads))
             .map_err(|e| format!("{}: {e}", f.display()))?;
         prior.merge(&p);
     }
@@ -431,9 +431,9 @@ fn bench_search(args: BenchArgs) -> Result<ExitCode, String> {
             return Err("budgets must be positive".into());
         }
         let mut row = format!("| {b} |");
-        use brevis::synth::PriorSource;
+        use brevis::PriorSource;
         for prior in [PriorSource::Builtin, PriorSource::Learn, PriorSource::Uniform] {
-            let opts = brevis::Options { threads: common.threads, budget: b, prior, ..Default::default() };
+            let opts = brevis::Options::default().with_threads(common.threads).with_budget(b).with_prior(prior);
             let t0 = Instant::now();
             let mut size = 0u64;
             for (f, d) in files.iter().zip(&inputs) {
@@ -487,7 +487,7 @@ fn verify(args: VerifyArgs) -> Result<ExitCode, String> {
 fn decode_options(threads: usize, memory_limit: Option<u64>, in_memory: bool) -> brevis::DecodeOptions {
     let d = brevis::DecodeOptions::default();
     let fallback = if in_memory { d.memory_limit } else { brevis::DEFAULT_MEMORY_LIMIT };
-    brevis::DecodeOptions { threads, memory_limit: memory_limit.unwrap_or(fallback), ..d }
+    d.with_threads(threads).with_memory_limit(memory_limit.unwrap_or(fallback))
 }
 
 /// For an archive of a GGUF file: its version, alignment and header (kept in the index, or in
@@ -496,7 +496,7 @@ fn print_gguf(a: &brevis::Archive, archive_len: u64, out: &mut impl Write) -> br
     let Some(g) = a.gguf()? else { return Ok(()) };
     let payloads: u64 = (0..a.len()).map(|i| a.info(i).unwrap().compressed_bytes).sum();
     let index_frame = archive_len.saturating_sub(payloads + 48);
-    let in_index = a.index().tensors.first().map_or(true, |t| t.offset >= g.header.len() as u64);
+    let in_index = a.info(0).is_none_or(|t| t.offset >= g.header.len() as u64);
     let _ = writeln!(
         out,
         "\nGGUF v{}, alignment {}: header, metadata and tensor infos {} bytes, {}; index frame {} bytes",
@@ -524,8 +524,8 @@ fn print_gguf(a: &brevis::Archive, archive_len: u64, out: &mut impl Write) -> br
 
 fn print_programs(path: &Path, file: &std::fs::File) -> Result<(), String> {
     let name = |e: brevis::Error| format!("{}: {e}", path.display());
-    let archive = brevis::source::Source::file(file).map_err(name)?;
-    let a = brevis::Archive::open_source(archive, brevis::DecodeOptions::default().memory_limit).map_err(name)?;
+    let archive_len = file.metadata().map_err(|e| name(e.into()))?.len();
+    let a = brevis::Archive::open_file(file, brevis::DecodeOptions::default().memory_limit).map_err(name)?;
     let mut stdout = std::io::stdout().lock();
     let mut shapes: BTreeMap<String, (usize, u64, u64)> = BTreeMap::new();
     let (mut orig, mut comp) = (0u64, 0u64);
@@ -548,9 +548,9 @@ fn print_programs(path: &Path, file: &std::fs::File) -> Result<(), String> {
             t.nbytes,
             t.compressed_bytes,
             bpe,
-            t.program
+            t.program()
         );
-        if let Some(r) = &a.index().tensors[i].reference {
+        if let Some(r) = &t.reference {
             let saved = r.standalone_estimate as i64 - t.compressed_bytes as i64;
             let _ = writeln!(
                 stdout,
@@ -560,7 +560,7 @@ fn print_programs(path: &Path, file: &std::fs::File) -> Result<(), String> {
             refs += 1;
             ref_saved += saved;
         }
-        let e = shapes.entry(t.program.shape()).or_default();
+        let e = shapes.entry(t.program_shape()).or_default();
         e.0 += 1;
         e.1 += t.nbytes;
         e.2 += t.compressed_bytes;
@@ -575,7 +575,7 @@ fn print_programs(path: &Path, file: &std::fs::File) -> Result<(), String> {
             100.0 * x as f64 / y as f64
         }
     };
-    if let Some(r) = a.index().reference {
+    if let Some(r) = a.reference_file() {
         let _ = writeln!(
             stdout,
             "\nreference: a file of {} bytes, xxh3 {:016x}; {refs} tensors use it, saving ~{ref_saved} bytes",
@@ -589,7 +589,7 @@ fn print_programs(path: &Path, file: &std::fs::File) -> Result<(), String> {
             m.mode, m.mtime, m.mtime_nanos
         );
     }
-    print_gguf(&a, archive.len(), &mut stdout).map_err(name)?;
+    print_gguf(&a, archive_len, &mut stdout).map_err(name)?;
     let _ = writeln!(stdout, "\nprogram shapes:");
     for (shape, (n, o, c)) in &shapes {
         let _ = writeln!(stdout, "  {n:>5} tensors  {:>6.2}%  {shape}", pct(*c, *o));
@@ -601,8 +601,8 @@ fn print_programs(path: &Path, file: &std::fs::File) -> Result<(), String> {
         comp,
         pct(comp, orig),
         total,
-        archive.len(),
-        pct(archive.len(), total)
+        archive_len,
+        pct(archive_len, total)
     );
     Ok(())
 }

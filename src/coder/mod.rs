@@ -11,7 +11,7 @@ mod shared;
 
 #[cfg(test)]
 pub(crate) use pack::packing_cases;
-pub use pack::{pack, pack_u16, pack_u8, pack_u8_at, packed_len};
+pub use pack::{pack, pack_u16, pack_u8, packed_len};
 pub(crate) use shared::{alphabet_of, counts_cost, log2_approx, symbol_counts, used_counts, with_seen};
 
 use crate::error::{Error, Result};

@@ -3,7 +3,9 @@
 
 use super::bitio::{BitWriter, Bits32};
 
-pub use crate::simd::{pack_u8, pack_u8_at};
+pub use crate::simd::pack_u8;
+#[cfg(test)]
+use crate::simd::pack_u8_at;
 
 /// Packs `values` at `bits` bits each (LSB-first).
 pub fn pack(values: impl Iterator<Item = u64>, bits: u32, out: &mut Vec<u8>) {
@@ -25,8 +27,6 @@ pub fn pack(values: impl Iterator<Item = u64>, bits: u32, out: &mut Vec<u8>) {
     }
     w.finish();
 }
-
-/// [`pack`] of byte values of `bits` bits (1..=8, values below `2^bits`), appended to `out`:
 
 /// [`pack`] of 16-bit values of `bits` bits (9..=16, values below `2^bits`): eight values at
 /// a time, as two groups of four gathered by two steps of shifts and masks (the same bytes).
@@ -116,10 +116,10 @@ mod tests {
                 let mut out = vec![7u8];
                 if bits <= 8 {
                     let bytes: Vec<u8> = vals.iter().map(|&v| v as u8).collect();
-                    for level in crate::simd::available() {
+                    for isa in crate::simd::available() {
                         let mut at = vec![7u8];
-                        pack_u8_at(level, &bytes, bits, &mut at);
-                        assert_eq!(at, want, "{level:?} bits {bits} n {n}");
+                        pack_u8_at(isa, &bytes, bits, &mut at);
+                        assert_eq!(at, want, "{isa:?} bits {bits} n {n}");
                     }
                     pack_u8(&bytes, bits, &mut out);
                 } else {

@@ -17,13 +17,15 @@
 mod choose;
 pub(crate) mod plan;
 
+use crate::archive::Archive;
 use crate::container::{self, ChunkEntry, Index, TensorEntry, Writer};
 use crate::dsl::{self, Node};
 use crate::error::{Error, Result};
 use crate::hash::xxh3_64;
+use crate::options::{DecodeOptions, Options};
 use crate::reference::Reference;
 use crate::source::{self, Source};
-use crate::{hash, synth, work, Archive, DecodeOptions, Options};
+use crate::{hash, synth, work};
 use choose::{chunk_elems, Chosen};
 use plan::Job;
 use std::io::{Seek, Write};
@@ -107,7 +109,7 @@ pub(crate) fn compress_in_memory(
         // Imposed programs are not checked by the chooser (generators, copies): decode to prove them.
         let back = Archive::open(&out).and_then(|mut a| {
             if let Some(r) = refs {
-                a.set_reference(Reference::new(r.original())?)?;
+                a.set_loaded_reference(Reference::new(std::borrow::Cow::Borrowed(r.original())))?;
             }
             a.decompress(&DecodeOptions::default())
         });
@@ -414,7 +416,7 @@ fn index(
         let reference = match (&j.reference, program.uses_reference()) {
             (Some((name, rb)), true) => Some(container::TensorRef {
                 name: name.clone(),
-                hash: rb.xxh3_64(source::WINDOW)?,
+                hash: hash::xxh3_64_of(rb, source::WINDOW)?,
                 standalone_estimate: c.standalone_estimate,
             }),
             _ => None,
@@ -509,7 +511,7 @@ mod tests {
                 archive
             };
             let two = archive(2, Options::default().memory_limit);
-            assert_eq!(crate::decompress(&two).unwrap(), input, "bad chunk {bad}");
+            assert_eq!(crate::api::decompress(&two).unwrap(), input, "bad chunk {bad}");
             assert!(archive(1, Options::default().memory_limit) == two, "bad chunk {bad}, one thread");
             // One chunk coded at a time (`work::batch` of 1).
             assert!(archive(2, 7 * 2 * per as u64) == two, "bad chunk {bad}, small memory limit");

@@ -58,7 +58,7 @@ pub fn decode(model: u8, stored: &[u8], limit: u64) -> Result<Vec<u8>> {
 /// The byte range of the JSON header: after the 8-byte length, when it fits in `residue`.
 fn json_range(residue: &[u8], json_len: u64) -> Option<std::ops::Range<usize>> {
     let end = 8u64.checked_add(json_len)?;
-    (residue.len() >= 8 && end <= residue.len() as u64).then(|| 8..end as usize)
+    (residue.len() >= 8 && end <= residue.len() as u64).then_some(8..end as usize)
 }
 
 /// What the scan knows at a position of the header.

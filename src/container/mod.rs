@@ -17,8 +17,7 @@ mod gguf_residue;
 pub mod header_model;
 pub mod writer;
 
-pub(crate) use writer::write_error;
-pub use writer::{header, is_write_error, meta_and_footer, write_archive, WriteError, Writer};
+pub use writer::{write_archive, Writer};
 
 pub const MAGIC: [u8; 8] = *b"\x89BRV\r\n\x1a\n";
 pub const END_MAGIC: [u8; 8] = *b"BRVINDEX";
@@ -99,7 +98,9 @@ pub struct TensorRef {
 /// Identity of the reference file (the original bytes, also when given as an archive).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct FileRef {
+    /// Its size in bytes.
     pub size: u64,
+    /// The xxh3-64 of its bytes.
     pub hash: u64,
 }
 
@@ -398,12 +399,8 @@ fn read_placement(r: &mut ByteReader) -> Result<(String, String, Vec<u64>, u32, 
     Ok((name, dtype, shape, word_bits, r.varint()?, r.varint()?))
 }
 
-/// Reads and validates the header, footer and meta block. `memory_limit` bounds the decoded meta.
-pub fn read_index(archive: &[u8], memory_limit: u64) -> Result<Index> {
-    read_index_from(Source::Memory(archive), memory_limit)
-}
-
-/// [`read_index`] from any source: reads only the header, the footer and the meta frame.
+/// Reads and validates the header, footer and meta block from any source (reading only those).
+/// `memory_limit` bounds the decoded meta.
 pub fn read_index_from(src: Source, memory_limit: u64) -> Result<Index> {
     let len = src.len();
     if len < (HEADER_LEN + FOOTER_LEN) as u64 {

@@ -7,33 +7,6 @@ use crate::error::{Error, Result};
 use std::io::{Seek, SeekFrom, Write};
 use xxhash_rust::xxh3::xxh3_64;
 
-/// A failure to write the archive's output (a full disk, say), as opposed to reading the
-/// input: the [`Error::Io`] of a [`Writer`] carries it as its inner error, so that a caller can
-/// name the file that failed ([`is_write_error`]). It displays as the error it wraps.
-#[derive(Debug)]
-pub struct WriteError(pub std::io::Error);
-
-impl std::fmt::Display for WriteError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-impl std::error::Error for WriteError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.0)
-    }
-}
-
-/// Whether `e` is a failure to write the archive's output (see [`WriteError`]).
-pub fn is_write_error(e: &Error) -> bool {
-    matches!(e, Error::Io(io) if io.get_ref().is_some_and(|inner| inner.is::<WriteError>()))
-}
-
-pub(crate) fn write_error(e: std::io::Error) -> Error {
-    Error::Io(std::io::Error::new(e.kind(), WriteError(e)))
-}
-
 /// The 16-byte archive header of this format version.
 pub fn header() -> [u8; HEADER_LEN] {
     let mut h = [0u8; HEADER_LEN];
@@ -152,8 +125,8 @@ pub struct Writer<'w, W: Write + Seek> {
 impl<'w, W: Write + Seek> Writer<'w, W> {
     /// Writes the header at the start of `out`.
     pub fn start(out: &'w mut W) -> Result<Self> {
-        out.rewind().map_err(write_error)?;
-        out.write_all(&header()).map_err(write_error)?;
+        out.rewind().map_err(Error::write)?;
+        out.write_all(&header()).map_err(Error::write)?;
         Ok(Writer { out, offset: HEADER_LEN as u64 })
     }
 
@@ -164,7 +137,7 @@ impl<'w, W: Write + Seek> Writer<'w, W> {
 
     /// Appends one chunk's payload and returns its index entry.
     pub fn put(&mut self, payload: &[u8], elems: u64, checksum: Option<u64>) -> Result<ChunkEntry> {
-        self.out.write_all(payload).map_err(write_error)?;
+        self.out.write_all(payload).map_err(Error::write)?;
         let entry = ChunkEntry { offset: self.offset, len: payload.len() as u64, elems, checksum };
         self.offset += payload.len() as u64;
         Ok(entry)
@@ -173,23 +146,18 @@ impl<'w, W: Write + Seek> Writer<'w, W> {
     /// Goes back to `offset` (a tensor's start) to write its chunks again; what was written
     /// past it is overwritten or left beyond the archive's end.
     pub fn rewind_to(&mut self, offset: u64) -> Result<()> {
-        self.out.seek(SeekFrom::Start(offset)).map_err(write_error)?;
+        self.out.seek(SeekFrom::Start(offset)).map_err(Error::write)?;
         self.offset = offset;
         Ok(())
     }
 
-    /// Writes the meta frame and the footer; returns the archive's length (the output may hold
-    /// stale bytes past it after a rewind).
-    pub fn finish(self, index: &Index) -> Result<u64> {
-        self.finish_with(index, None, META_LEVEL)
-    }
-
-    /// [`Writer::finish`] with the residue's frame made ahead ([`ResidueFrame`]) and the meta
-    /// frame at zstd level `level`.
+    /// Writes the meta frame and the footer, with the residue's frame made ahead
+    /// ([`ResidueFrame`]) and the meta frame at zstd level `level`; returns the archive's length
+    /// (the output may hold stale bytes past it after a rewind).
     pub fn finish_with(self, index: &Index, early: Option<&ResidueFrame>, level: i32) -> Result<u64> {
         let tail = meta_and_footer_with(index, early, level)?;
-        self.out.write_all(&tail).map_err(write_error)?;
-        self.out.flush().map_err(write_error)?;
+        self.out.write_all(&tail).map_err(Error::write)?;
+        self.out.flush().map_err(Error::write)?;
         Ok(self.offset + tail.len() as u64)
     }
 }

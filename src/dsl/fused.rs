@@ -264,7 +264,7 @@ fn merge_planes(
 /// it fails (a constant part that does not hold, a leaf that cannot code its symbols).
 pub fn encode_from(p: &Node, ty: Ty, bytes: &[u8], out: &mut Vec<u8>) -> Result<()> {
     debug_assert!(applies(p, ty));
-    if bytes.len() % 2 != 0 {
+    if !bytes.len().is_multiple_of(2) {
         return Err(Error::invalid("byte length is not a multiple of the word size"));
     }
     SCRATCH.with(|cell| {

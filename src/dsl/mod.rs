@@ -253,7 +253,7 @@ impl Node {
                 return Err(Error::corrupt("entropy leaf over a stream wider than 16 bits"))
             }
             Op::Copy(_) if depth > 0 => return Err(Error::corrupt("copy below the root")),
-            Op::Rans(Rans { ctx: LeafCtx::Side(j) }) if siblings.get(*j as usize).map_or(true, |s| s.bits > 16) => {
+            Op::Rans(Rans { ctx: LeafCtx::Side(j) }) if siblings.get(*j as usize).is_none_or(|s| s.bits > 16) => {
                 return Err(Error::corrupt("rans: side context is not an earlier sibling of at most 16 bits"))
             }
             _ => {}
@@ -338,11 +338,18 @@ impl Node {
                 r.encode(x, o);
                 Ok(())
             }),
-            Op::Rans(r) if how == How::Estimate => {
-                leaf_payload(out, hint, |o| Ok(estimated(o, r.estimated_len(x, sib, reference)?)))
-            }
-            Op::Lanes(l) if how == How::Estimate => leaf_payload(out, hint, |o| Ok(estimated(o, l.estimated_len(x)?))),
-            Op::Huffman(h) if how == How::Estimate => leaf_payload(out, hint, |o| Ok(estimated(o, h.encoded_len(x)))),
+            Op::Rans(r) if how == How::Estimate => leaf_payload(out, hint, |o| {
+                let _: () = estimated(o, r.estimated_len(x, sib, reference)?);
+                Ok(())
+            }),
+            Op::Lanes(l) if how == How::Estimate => leaf_payload(out, hint, |o| {
+                let _: () = estimated(o, l.estimated_len(x)?);
+                Ok(())
+            }),
+            Op::Huffman(h) if how == How::Estimate => leaf_payload(out, hint, |o| {
+                let _: () = estimated(o, h.encoded_len(x));
+                Ok(())
+            }),
             Op::Rans(r) => leaf_payload(out, hint, |o| r.encode(x, sib, reference, o)),
             Op::Huffman(h) => leaf_payload(out, hint, |o| {
                 h.encode(x, o);

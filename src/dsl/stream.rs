@@ -212,7 +212,7 @@ impl Stream {
     /// Reads little-endian words of the type's container width from `bytes`.
     pub fn from_le_bytes(ty: Ty, bytes: &[u8]) -> Result<Stream> {
         let cb = ty.container_bytes();
-        if bytes.len() % cb != 0 {
+        if !bytes.len().is_multiple_of(cb) {
             return Err(Error::corrupt("byte length is not a multiple of the word size"));
         }
         // Little-endian words are their bytes: one copy into uninitialized words (a loop per

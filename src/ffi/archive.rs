@@ -1,7 +1,7 @@
 //! `brevis_archive`: random access to the tensors of an archive, for loaders.
 
 use super::*;
-use crate::{Archive, GgufView};
+use crate::archive::{Archive, GgufView};
 use std::sync::OnceLock;
 
 /// An opened archive. It borrows the archive bytes given to `brevis_archive_open`, which must
@@ -30,6 +30,7 @@ pub struct brevis_tensor_info {
     /// bytes: use `name_len`). A file that is not safetensors, and long gaps between tensors,
     /// appear as tensors with an empty name and an empty dtype.
     pub name: *const c_char,
+    /// The name's length in bytes (without the terminating NUL).
     pub name_len: usize,
     /// The dtype string, NUL-terminated: the safetensors dtype ("F32", "BF16", ...). For a GGUF
     /// tensor, its ggml type name: "F32", "F16", "BF16", "F64", "I8", "I16", "I32", "I64" (the
@@ -42,6 +43,7 @@ pub struct brevis_tensor_info {
     /// as in safetensors. For a GGUF tensor that is the reverse of its GGUF dimensions (`ne[]`,
     /// fastest first), which `brevis_archive_gguf_tensor_info` gives in GGUF order.
     pub ndim: usize,
+    /// The dimensions (see `ndim`).
     pub shape: *const u64,
     /// Size of the tensor's data, in bytes: what `brevis_archive_decode_tensor` writes.
     pub nbytes: u64,
@@ -135,7 +137,7 @@ pub unsafe extern "C" fn brevis_archive_open_with_options(
 
 /// A new handle on `src`: its index read within the memory limit, the C strings of its names and
 /// dtypes, its pool.
-fn open(src: &'static [u8], decode: &crate::DecodeOptions) -> Result<brevis_archive, Status> {
+fn open(src: &'static [u8], decode: &crate::options::DecodeOptions) -> Result<brevis_archive, Status> {
     let archive = Archive::open_with_limit(src, decode.memory_limit)?;
     let (mut names, mut dtypes) = (Vec::with_capacity(archive.len()), Vec::with_capacity(archive.len()));
     for i in 0..archive.len() {

@@ -1,8 +1,9 @@
 //! Whole-buffer and whole-file compression and decompression.
 
 use super::*;
+use crate::archive::Archive;
 use crate::file_meta::OutputAttrs;
-use crate::{Archive, Options};
+use crate::options::Options;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -34,7 +35,7 @@ pub extern "C" fn brevis_compress_bound(src_size: usize) -> usize {
 
 /// Compresses `src` into an archive of at most `cap` bytes.
 fn compress_capped(src: &[u8], opts: &Options, cap: usize) -> Result<Vec<u8>, Status> {
-    capped(src, opts, cap, crate::compress(src, opts)?)
+    capped(src, opts, cap, crate::api::compress(src, opts)?)
 }
 
 /// `archive` if it fits in `cap`, else the all-`raw` archive when that fits.
@@ -55,9 +56,9 @@ fn capped(src: &[u8], opts: &Options, cap: usize, archive: Vec<u8>) -> Result<Ve
 }
 
 /// The archive with every tensor coded `raw`: the one whose size the bound is about.
-fn raw_archive(src: &[u8], opts: &Options) -> crate::Result<Vec<u8>> {
+fn raw_archive(src: &[u8], opts: &Options) -> crate::error::Result<Vec<u8>> {
     let opts = Options { chunk_bytes: opts.chunk_bytes.max(FALLBACK_CHUNK_BYTES), ..opts.clone() };
-    crate::compress_with_programs(src, &opts, &|_, _| Some(crate::dsl::build::raw()))
+    crate::api::compress_with_programs(src, &opts, &|_, _| Some(crate::dsl::build::raw()))
 }
 
 /// Compresses `src[0..src_size)` (any file; safetensors files get a program per tensor) into
@@ -148,7 +149,7 @@ pub unsafe extern "C" fn brevis_decompress_with_options(
 }
 
 /// Restores an opened archive into `out`.
-fn decompress_archive(a: &Archive, out: Output, decode: &crate::DecodeOptions) -> Result<(), Status> {
+fn decompress_archive(a: &Archive, out: Output, decode: &crate::options::DecodeOptions) -> Result<(), Status> {
     out.fill(a.original_size(), |buf| Ok(a.decompress_into(buf, decode)?))
 }
 
@@ -175,7 +176,7 @@ pub unsafe extern "C" fn brevis_compress_with_ref(
     unsafe {
         entry(input, Out(dst, dst_capacity, dst_size), opts, |(src, reference), out, o| {
             let archive =
-                capped(src, &o.compress, out.capacity(), crate::compress_with_ref(src, reference, &o.compress)?)?;
+                capped(src, &o.compress, out.capacity(), crate::api::compress_with_ref(src, reference, &o.compress)?)?;
             out.put(&archive)
         })
     }
@@ -235,7 +236,7 @@ pub unsafe extern "C" fn brevis_decompress_with_ref_and_options(
     unsafe {
         entry(input, Out(dst, dst_capacity, dst_size), opts, |(src, reference), out, o| {
             let mut a = Archive::open_with_limit(src, o.decode.memory_limit)?;
-            a.set_reference(crate::reference::Reference::new(reference)?)?;
+            a.set_reference(reference)?;
             decompress_archive(&a, out, &o.decode)
         })
     }
@@ -270,7 +271,7 @@ fn open_input(path: &Path) -> Result<(File, std::fs::Metadata), Status> {
 
 /// What an output of the input `meta` gets: with `preserve`, the permission bits and time of
 /// `recorded` (the original's, from an archive) or else of the input; otherwise a plain file.
-fn output_attrs(preserve: bool, meta: &std::fs::Metadata, recorded: Option<crate::FileMeta>) -> OutputAttrs {
+fn output_attrs(preserve: bool, meta: &std::fs::Metadata, recorded: Option<crate::file_meta::FileMeta>) -> OutputAttrs {
     if preserve {
         OutputAttrs::like(meta, recorded.as_ref())
     } else {
@@ -319,9 +320,9 @@ pub unsafe extern "C" fn brevis_compress_file(
         entry(PathIn(src_path), PathIn(dst_path), opts, |src, dst, o| {
             let (input, meta) = open_input(&src)?;
             let mut compress = o.compress.clone();
-            compress.file_meta = o.preserve.then(|| crate::FileMeta::of(&meta));
+            compress.file_meta = o.preserve.then(|| crate::file_meta::FileMeta::of(&meta));
             write_atomic(&dst, &output_attrs(o.preserve, &meta, None), |out| {
-                crate::compress_file(&input, out, &compress)?;
+                crate::api::compress_file(&input, out, &compress)?;
                 Ok(())
             })
         })
@@ -400,7 +401,7 @@ mod tests {
             let raw = raw_archive(&input, &Options::default()).unwrap();
             let bound = brevis_compress_bound(input.len());
             assert!(raw.len() <= bound, "{} bytes: raw archive {} > bound {bound}", input.len(), raw.len());
-            assert_eq!(crate::decompress(&raw).unwrap(), input);
+            assert_eq!(crate::api::decompress(&raw).unwrap(), input);
         }
     }
 
@@ -415,7 +416,7 @@ mod tests {
                 let bound = brevis_compress_bound(input.len());
                 let a = compress_capped(&input, o, bound).unwrap();
                 assert!(a.len() <= bound);
-                assert_eq!(crate::decompress(&a).unwrap(), input);
+                assert_eq!(crate::api::decompress(&a).unwrap(), input);
             }
         }
     }
@@ -425,10 +426,10 @@ mod tests {
         let input = Rng(5).bytes(6000);
         let tiny = Options { chunk_bytes: 1, threads: 1, ..Options::default() };
         let bound = brevis_compress_bound(input.len());
-        assert!(crate::compress(&input, &tiny).unwrap().len() > bound, "one-byte chunks should exceed the bound");
+        assert!(crate::api::compress(&input, &tiny).unwrap().len() > bound, "one-byte chunks should exceed the bound");
         let a = compress_capped(&input, &tiny, bound).unwrap();
         assert!(a.len() <= bound);
-        assert_eq!(crate::decompress(&a).unwrap(), input);
+        assert_eq!(crate::api::decompress(&a).unwrap(), input);
         assert_eq!(compress_capped(&input, &tiny, a.len() - 1), Err(BREVIS_ERROR_DST_TOO_SMALL));
     }
 

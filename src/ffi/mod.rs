@@ -67,16 +67,27 @@ pub enum brevis_status {
 }
 
 // The codes as the `int`s that cross the ABI (the header has only the enum).
+/// [`brevis_status::BREVIS_OK`] as an `int`.
 pub const BREVIS_OK: c_int = brevis_status::BREVIS_OK as c_int;
+/// [`brevis_status::BREVIS_ERROR_NULL_POINTER`] as an `int`.
 pub const BREVIS_ERROR_NULL_POINTER: c_int = brevis_status::BREVIS_ERROR_NULL_POINTER as c_int;
+/// [`brevis_status::BREVIS_ERROR_INVALID_ARGUMENT`] as an `int`.
 pub const BREVIS_ERROR_INVALID_ARGUMENT: c_int = brevis_status::BREVIS_ERROR_INVALID_ARGUMENT as c_int;
+/// [`brevis_status::BREVIS_ERROR_DST_TOO_SMALL`] as an `int`.
 pub const BREVIS_ERROR_DST_TOO_SMALL: c_int = brevis_status::BREVIS_ERROR_DST_TOO_SMALL as c_int;
+/// [`brevis_status::BREVIS_ERROR_CORRUPT`] as an `int`.
 pub const BREVIS_ERROR_CORRUPT: c_int = brevis_status::BREVIS_ERROR_CORRUPT as c_int;
+/// [`brevis_status::BREVIS_ERROR_UNSUPPORTED`] as an `int`.
 pub const BREVIS_ERROR_UNSUPPORTED: c_int = brevis_status::BREVIS_ERROR_UNSUPPORTED as c_int;
+/// [`brevis_status::BREVIS_ERROR_CHECKSUM`] as an `int`.
 pub const BREVIS_ERROR_CHECKSUM: c_int = brevis_status::BREVIS_ERROR_CHECKSUM as c_int;
+/// [`brevis_status::BREVIS_ERROR_LIMIT`] as an `int`.
 pub const BREVIS_ERROR_LIMIT: c_int = brevis_status::BREVIS_ERROR_LIMIT as c_int;
+/// [`brevis_status::BREVIS_ERROR_IO`] as an `int`.
 pub const BREVIS_ERROR_IO: c_int = brevis_status::BREVIS_ERROR_IO as c_int;
+/// [`brevis_status::BREVIS_ERROR_NOT_FOUND`] as an `int`.
 pub const BREVIS_ERROR_NOT_FOUND: c_int = brevis_status::BREVIS_ERROR_NOT_FOUND as c_int;
+/// [`brevis_status::BREVIS_ERROR_PANIC`] as an `int`.
 pub const BREVIS_ERROR_PANIC: c_int = brevis_status::BREVIS_ERROR_PANIC as c_int;
 
 /// A failed call: the status code to return.

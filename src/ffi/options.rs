@@ -1,7 +1,7 @@
 //! `brevis_options`: an opaque settings handle with enum-keyed setters.
 
 use super::*;
-use crate::{DecodeOptions, Options};
+use crate::options::{DecodeOptions, Options};
 
 /// Settings for compression and decompression, set one key at a time with `brevis_options_set`.
 /// Create with `brevis_options_new`, release with `brevis_options_free`. A handle may be shared
@@ -164,7 +164,7 @@ pub unsafe extern "C" fn brevis_options_set(o: *mut brevis_options, key: BrevisO
             }
             k if k == BREVIS_OPTION_VERIFY as c_int => o.decode.verify = range(0, 1)? == 1,
             k if k == BREVIS_OPTION_LEVEL as c_int => {
-                o.compress.level = crate::Level::ALL[range(1, 3)? as usize - 1];
+                o.compress.level = crate::level::Level::ALL[range(1, 3)? as usize - 1];
             }
             k if k == BREVIS_OPTION_PRESERVE as c_int => o.preserve = range(0, 1)? == 1,
             #[cfg(any(test, feature = "test-hooks"))]

@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 /// An instruction-set level, lowest first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Level {
+pub enum Isa {
     Scalar = 1,
     /// AVX2 and BMI2 (x86-64).
     Avx2 = 2,
@@ -35,62 +35,62 @@ pub enum Level {
     Avx512 = 3,
 }
 
-impl Level {
+impl Isa {
     pub fn name(self) -> &'static str {
         match self {
-            Level::Scalar => "scalar",
-            Level::Avx2 => "avx2",
-            Level::Avx512 => "avx512",
+            Isa::Scalar => "scalar",
+            Isa::Avx2 => "avx2",
+            Isa::Avx512 => "avx512",
         }
     }
 }
 
 /// The best level this CPU supports, ignoring `BREVIS_CPU`.
-pub fn detected() -> Level {
+pub fn detected() -> Isa {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::is_x86_feature_detected as has;
         if has!("avx2") && has!("bmi2") {
             if has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("popcnt") {
-                return Level::Avx512;
+                return Isa::Avx512;
             }
-            return Level::Avx2;
+            return Isa::Avx2;
         }
     }
-    Level::Scalar
+    Isa::Scalar
 }
 
 /// The level for a `BREVIS_CPU` value: the detected level, lowered to the requested one.
 /// An unknown value keeps the detected level.
-pub fn lowered(detected: Level, request: Option<&str>) -> Level {
+pub fn lowered(detected: Isa, request: Option<&str>) -> Isa {
     let wanted = match request.map(|s| s.trim().to_ascii_lowercase()) {
-        Some(s) if s == "scalar" => Level::Scalar,
-        Some(s) if s == "avx2" => Level::Avx2,
-        Some(s) if s == "avx512" => Level::Avx512,
+        Some(s) if s == "scalar" => Isa::Scalar,
+        Some(s) if s == "avx2" => Isa::Avx2,
+        Some(s) if s == "avx512" => Isa::Avx512,
         _ => detected,
     };
     wanted.min(detected)
 }
 
-static LEVEL: AtomicU8 = AtomicU8::new(0);
+static ISA: AtomicU8 = AtomicU8::new(0);
 
 /// The level the kernels run at: detected once, lowered by `BREVIS_CPU`.
-pub fn level() -> Level {
-    match LEVEL.load(Ordering::Relaxed) {
-        1 => Level::Scalar,
-        2 => Level::Avx2,
-        3 => Level::Avx512,
+pub fn isa() -> Isa {
+    match ISA.load(Ordering::Relaxed) {
+        1 => Isa::Scalar,
+        2 => Isa::Avx2,
+        3 => Isa::Avx512,
         _ => {
             let l = lowered(detected(), std::env::var("BREVIS_CPU").ok().as_deref());
-            LEVEL.store(l as u8, Ordering::Relaxed);
+            ISA.store(l as u8, Ordering::Relaxed);
             l
         }
     }
 }
 
 /// Levels this CPU can run, lowest first (for tests and benchmarks).
-pub fn available() -> Vec<Level> {
-    [Level::Scalar, Level::Avx2, Level::Avx512].into_iter().filter(|&l| l <= detected()).collect()
+pub fn available() -> Vec<Isa> {
+    [Isa::Scalar, Isa::Avx2, Isa::Avx512].into_iter().filter(|&l| l <= detected()).collect()
 }
 
 /// Word types of streams.
@@ -127,55 +127,55 @@ fn check_unpack(data: &[u8], bits: u32, n: usize, word_bits: u32) {
 /// Unpacks `out.len()` values of `bits` bits (1..=8) from the LSB-first bit stream `data`, which
 /// holds exactly `packed_len(out.len(), bits)` bytes.
 pub fn unpack_u8(data: &[u8], bits: u32, out: &mut [u8]) {
-    unpack_u8_at(level(), data, bits, out)
+    unpack_u8_at(isa(), data, bits, out)
 }
 
 /// [`unpack_u8`] at a given level (lowered to what the CPU has).
-pub fn unpack_u8_at(level: Level, data: &[u8], bits: u32, out: &mut [u8]) {
+pub fn unpack_u8_at(isa: Isa, data: &[u8], bits: u32, out: &mut [u8]) {
     check_unpack(data, bits, out.len(), 8);
     #[cfg(target_arch = "x86_64")]
-    if level.min(detected()) >= Level::Avx2 {
+    if isa.min(detected()) >= Isa::Avx2 {
         // SAFETY: AVX2 and BMI2 were detected on this CPU (every level from AVX2 up has them).
         return unsafe { avx2::unpack_u8(data, bits, out) };
     }
-    let _ = level;
+    let _ = isa;
     scalar::unpack(data, bits, out)
 }
 
 /// Packs byte values of `bits` bits (1..=8, values below `2^bits`) LSB-first, appended to `out`
 /// (the inverse of [`unpack_u8`]; the same bytes as `coder::pack`).
 pub fn pack_u8(values: &[u8], bits: u32, out: &mut Vec<u8>) {
-    pack_u8_at(level(), values, bits, out)
+    pack_u8_at(isa(), values, bits, out)
 }
 
 /// [`pack_u8`] at a given level (lowered to what the CPU has): from the AVX2 level, one BMI2
 /// `pext` per eight values, else eight values at a time by shifts and masks.
-pub fn pack_u8_at(level: Level, values: &[u8], bits: u32, out: &mut Vec<u8>) {
+pub fn pack_u8_at(isa: Isa, values: &[u8], bits: u32, out: &mut Vec<u8>) {
     assert!((1..=8).contains(&bits));
     #[cfg(target_arch = "x86_64")]
-    if level.min(detected()) >= Level::Avx2 {
+    if isa.min(detected()) >= Isa::Avx2 {
         // SAFETY: AVX2 and BMI2 were detected on this CPU (every level from AVX2 up has them),
         // and `bits` is in 1..=8.
         return unsafe { avx2::pack_u8(values, bits, out) };
     }
-    let _ = level;
+    let _ = isa;
     scalar::pack_u8(values, bits, out)
 }
 
 /// Unpacks values of `bits` bits (1..=16) into u16 words, like [`unpack_u8`].
 pub fn unpack_u16(data: &[u8], bits: u32, out: &mut [u16]) {
-    unpack_u16_at(level(), data, bits, out)
+    unpack_u16_at(isa(), data, bits, out)
 }
 
 /// [`unpack_u16`] at a given level.
-pub fn unpack_u16_at(level: Level, data: &[u8], bits: u32, out: &mut [u16]) {
+pub fn unpack_u16_at(isa: Isa, data: &[u8], bits: u32, out: &mut [u16]) {
     check_unpack(data, bits, out.len(), 16);
     #[cfg(target_arch = "x86_64")]
-    if level.min(detected()) >= Level::Avx2 {
+    if isa.min(detected()) >= Isa::Avx2 {
         // SAFETY: AVX2 and BMI2 were detected on this CPU (every level from AVX2 up has them).
         return unsafe { avx2::unpack_u16(data, bits, out) };
     }
-    let _ = level;
+    let _ = isa;
     scalar::unpack(data, bits, out)
 }
 
@@ -192,19 +192,19 @@ fn check_merge(a: usize, b: usize, c: usize, out: usize) {
 /// The inverse of `fields` for 16-bit words whose low mantissa part fits a byte (bf16, and fp16
 /// with k >= 2): `out[i] = s[i] << 15 | h[i] << lo | m[i]`. Inputs are within their widths.
 pub fn merge_fields16(h: &[u16], s: &[u8], m: &[u8], lo: u32, out: &mut [u16]) {
-    merge_fields16_at(level(), h, s, m, lo, out)
+    merge_fields16_at(isa(), h, s, m, lo, out)
 }
 
 /// [`merge_fields16`] at a given level.
-pub fn merge_fields16_at(level: Level, h: &[u16], s: &[u8], m: &[u8], lo: u32, out: &mut [u16]) {
+pub fn merge_fields16_at(isa: Isa, h: &[u16], s: &[u8], m: &[u8], lo: u32, out: &mut [u16]) {
     check_merge(h.len(), s.len(), m.len(), out.len());
     assert!(lo <= 8);
     #[cfg(target_arch = "x86_64")]
-    if level.min(detected()) >= Level::Avx2 {
+    if isa.min(detected()) >= Isa::Avx2 {
         // SAFETY: AVX2 was detected on this CPU (every level from AVX2 up has it).
         return unsafe { avx2::merge_fields16(h, s, m, lo, out) };
     }
-    let _ = level;
+    let _ = isa;
     scalar::merge_fields(h, s, m, lo, 15, out)
 }
 
@@ -216,7 +216,7 @@ pub fn merge_fields<H: Lane, M: Lane, O: Lane>(h: &[H], s: &[u8], m: &[M], lo: u
 
 /// The inverse of two byte planes of words up to 16 bits: `out[i] = hi[i] << shift | lo[i]`.
 pub fn merge_planes16(hi: &[u8], lo: &[u8], shift: u32, out: &mut [u16]) {
-    merge_planes16_at(level(), hi, lo, shift, out)
+    merge_planes16_at(isa(), hi, lo, shift, out)
 }
 
 /// Runs of [`to_runs`]: the lanes of the `lanes` coder (`coder::lanes::LANES` is this constant).
@@ -245,20 +245,20 @@ impl RunWord for u16 {}
 /// The coded order of `lanes(adj)`: `y[32 t + j] = x[r j + t]` with `r = n / 32` (run `j` of
 /// `x` in lane `j`), then the last `n - 32 r` words as they are; `y` is as long as `x`.
 pub fn to_runs<T: RunWord>(x: &[T], y: &mut [u16]) {
-    to_runs_at(level(), x, y)
+    to_runs_at(isa(), x, y)
 }
 
 /// [`to_runs`] at a given level.
-pub fn to_runs_at<T: RunWord>(level: Level, x: &[T], y: &mut [u16]) {
+pub fn to_runs_at<T: RunWord>(isa: Isa, x: &[T], y: &mut [u16]) {
     assert_eq!(x.len(), y.len());
     #[cfg(target_arch = "x86_64")]
-    if level.min(detected()) >= Level::Avx2 {
+    if isa.min(detected()) >= Isa::Avx2 {
         // SAFETY: AVX2 was detected on this CPU (every level from AVX2 up has it); the lengths
         // are equal (asserted above).
         let t0 = unsafe { avx2::to_runs(x, y) };
         return scalar::to_runs(x, y, t0);
     }
-    let _ = level;
+    let _ = isa;
     scalar::to_runs(x, y, 0)
 }
 
@@ -270,14 +270,14 @@ pub fn from_runs(y: &[u16], x: &mut [u16]) {
 }
 
 /// [`merge_planes16`] at a given level.
-pub fn merge_planes16_at(level: Level, hi: &[u8], lo: &[u8], shift: u32, out: &mut [u16]) {
+pub fn merge_planes16_at(isa: Isa, hi: &[u8], lo: &[u8], shift: u32, out: &mut [u16]) {
     check_merge(hi.len(), lo.len(), out.len(), out.len());
     assert!(shift <= 8);
     #[cfg(target_arch = "x86_64")]
-    if level.min(detected()) >= Level::Avx2 {
+    if isa.min(detected()) >= Isa::Avx2 {
         // SAFETY: AVX2 was detected on this CPU (every level from AVX2 up has it).
         return unsafe { avx2::merge_planes16(hi, lo, shift, out) };
     }
-    let _ = level;
+    let _ = isa;
     scalar::merge_planes(hi, lo, shift, out)
 }

@@ -37,9 +37,13 @@ use std::sync::Arc;
 pub struct TensorView<'a> {
     /// The tensor's name (only generic words in it are used, to guess its role).
     pub name: &'a str,
+    /// Its dtype.
     pub dtype: &'a DType,
+    /// Its shape.
     pub shape: &'a [u64],
+    /// Bits of its words (the root stream's).
     pub word_bits: u32,
+    /// Its bytes.
     pub bytes: Bytes<'a>,
     /// The matching tensor of the reference (same byte length), if compressing against one.
     pub reference: Option<Bytes<'a>>,
@@ -85,13 +89,21 @@ pub enum PriorSource {
 /// Search statistics summed over tensors (never stored in the archive).
 #[derive(Debug, Default)]
 pub struct SearchStats {
+    /// Tensors searched.
     pub tensors: AtomicU64,
+    /// Productions evaluated (the budget's unit).
     pub expansions: AtomicU64,
+    /// Partial programs taken from the A* queue.
     pub pops: AtomicU64,
+    /// Productions skipped for their low prior probability.
     pub pruned_prior: AtomicU64,
+    /// Partial programs dropped because their lower bound could not beat the best program.
     pub pruned_bound: AtomicU64,
+    /// Partial programs dropped as dominated by another with the same streams.
     pub pruned_dominated: AtomicU64,
+    /// Complete programs priced.
     pub programs: AtomicU64,
+    /// Searches that spent their whole budget.
     pub exhausted: AtomicU64,
     /// Searches that stopped early on the level's patience.
     pub patient: AtomicU64,
@@ -103,6 +115,7 @@ pub struct SearchStats {
     pub search_ns: AtomicU64,
     /// Tensors searched (wider) to learn the prior, and the wall time it took.
     pub learn_tensors: AtomicU64,
+    /// The wall time of learning the prior, in nanoseconds.
     pub learn_ns: AtomicU64,
     /// Size of the prior used (context, production) pairs at the finest level.
     pub prior_entries: AtomicU64,
@@ -328,7 +341,7 @@ pub fn choose_among(t: &TensorView, opts: &SearchOptions, candidates: &[Node]) -
 /// a tensor is coded `raw`).
 fn whole_elems(t: &TensorView) -> Option<usize> {
     let wb = (t.word_bits as usize / 8).max(1);
-    (t.bytes.len() % wb == 0).then_some(t.bytes.len() / wb)
+    t.bytes.len().is_multiple_of(wb).then_some(t.bytes.len() / wb)
 }
 
 /// `const` when every word of the tensor is the same, else `arange` when the words are an
@@ -374,7 +387,7 @@ fn read_sample(bytes: &Bytes, ty: Ty, positions: &[std::ops::Range<usize>]) -> R
 }
 
 /// `choose`, also returning the winner's derivation (for learning a prior).
-fn choose_traced(t: &TensorView, opts: &SearchOptions) -> Result<(Choice, Vec<(u32, String, String)>)> {
+fn choose_traced(t: &TensorView, opts: &SearchOptions) -> Result<(Choice, Derivation)> {
     let started = std::time::Instant::now();
     let plain = |program| Ok((Choice { program, standalone_estimate: 0, finalists: Vec::new() }, Vec::new()));
     let ty = Ty::u(t.word_bits);
@@ -543,7 +556,8 @@ fn packed_twin(p: &Node) -> Option<Node> {
     let per_block = *b.field_counts().last()?;
     let leaf = |count: usize| -> Node {
         // Distance `d` in quants is `d * count / per_block` in this field's values.
-        let scaled = |d: u64| (d * count as u64 % per_block as u64 == 0).then(|| d * count as u64 / per_block as u64);
+        let scaled =
+            |d: u64| (d * count as u64).is_multiple_of(per_block as u64).then(|| d * count as u64 / per_block as u64);
         match &quants.op {
             Op::Lanes(Lanes { ctx: LanesCtx::Interleaved(Ctx::Back(d)) }) => {
                 match scaled(*d as u64).filter(|&e| e > LANES as u64 && e % LANES as u64 == 0 && e <= MAX_BACK as u64) {
@@ -636,7 +650,7 @@ fn applies(p: &Node, x: &Stream, reference: Option<&Stream>, offset: u64) -> boo
 fn sample_positions(n: usize, want: usize, align: usize) -> Vec<std::ops::Range<usize>> {
     let align = align.max(1);
     if n <= want || n < 4 * align {
-        return vec![0..n];
+        return std::iter::once(0..n).collect();
     }
     let blocks = 4usize;
     let per = (want / blocks / align).max(1) * align;
@@ -648,7 +662,7 @@ fn sample_positions(n: usize, want: usize, align: usize) -> Vec<std::ops::Range<
 fn block_type(t: &TensorView) -> Option<crate::dsl::ops::blocks::Blocks> {
     let DType::Other(name) = t.dtype else { return None };
     let b = crate::tensor::gguf::ggml_type_named(name).and_then(|g| crate::dsl::ops::blocks::Blocks::new(g.id))?;
-    (t.word_bits == 8 && !t.bytes.is_empty() && t.bytes.len() % b.block_bytes() == 0).then_some(b)
+    (t.word_bits == 8 && !t.bytes.is_empty() && t.bytes.len().is_multiple_of(b.block_bytes())).then_some(b)
 }
 
 /// Granule of the tensor's samples: its block size for a tensor of quantization blocks, else 1.

@@ -60,6 +60,7 @@ impl Prior {
         Prior { counts: vec![BTreeMap::new(); LEVELS.len()], tensors: 0 }
     }
 
+    /// Whether the prior has no counts (every production that applies is equally likely).
     pub fn is_uniform(&self) -> bool {
         self.counts.iter().all(|l| l.is_empty())
     }
@@ -152,6 +153,7 @@ impl Prior {
         serde_json::to_string_pretty(&v).unwrap()
     }
 
+    /// Reads a prior written by [`Prior::to_json`] (`brevis prior learn`).
     pub fn from_json(s: &str) -> Result<Prior, String> {
         let v: serde_json::Value = serde_json::from_str(s).map_err(|e| format!("not a prior: {e}"))?;
         if v.get("format").and_then(|f| f.as_str()) != Some("brevis-prior") {
@@ -183,6 +185,7 @@ impl Prior {
         self.counts.first().map_or(0, |t| t.values().map(|m| m.len()).sum())
     }
 
+    /// Whether it counts no pair.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

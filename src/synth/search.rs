@@ -387,7 +387,7 @@ impl<'a> Search<'a> {
                 self.states.push(State { from, open, g, h: 0.0, ho: 0.0, pen, hp: 0.0, decided });
                 self.complete.push((g, self.states.len() - 1));
                 self.counters.programs += 1;
-                if self.best.map_or(true, |b| g < b) {
+                if self.best.is_none_or(|b| g < b) {
                     self.best = Some(g);
                     self.best_at = self.counters.expansions;
                 }
@@ -451,7 +451,7 @@ impl<'a> Search<'a> {
                 None if hd.nlp[i] > limit => continue,
                 None => (hd.est.for_production(p, ty).0, false),
             };
-            if best.map_or(true, |(bv, _, _)| v < bv) {
+            if best.is_none_or(|(bv, _, _)| v < bv) {
                 best = Some((v, i, exact));
             }
         }

@@ -131,6 +131,8 @@ fn derivable(t: &TensorView, program: &Node, depth: usize) -> bool {
     let Some(whole) = read(&t.bytes) else { return false };
     let reference = t.reference.as_ref().and_then(read);
     let tctx = tensor_ctx(t, reference.is_some(), &SearchOptions { depth, ..SearchOptions::new(0) });
+    // A recursive walk that carries its place in the program.
+    #[allow(clippy::too_many_arguments)]
     fn walk(
         t: &TensorCtx,
         p: &Node,

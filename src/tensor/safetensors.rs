@@ -87,7 +87,7 @@ pub fn layout_from_prefix(file: &[u8], file_len: u64) -> Result<Vec<TensorSpan>,
             .and_then(|o| Some((o[0].as_u64()?, o[1].as_u64()?)))
             .ok_or_else(|| format!("tensor {name:?} has bad data_offsets"))?;
         let (a, b) = offs;
-        if a > b || b.checked_add(data_start).map_or(true, |e| e > file_len) {
+        if a > b || b.checked_add(data_start).is_none_or(|e| e > file_len) {
             return Err(format!("tensor {name:?}: offsets out of range"));
         }
         spans.push(TensorSpan {

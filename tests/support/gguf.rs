@@ -276,8 +276,8 @@ pub fn quant_model(seed: u64, rows: u64, row_blocks: u64) -> Gguf {
     let mut rng = Rng(seed);
     let mut m = Gguf::new(3, 32);
     m.tensor("norm.weight", &[64], 0, f32_bytes(&weights(&mut rng, 64, 0.1)));
-    for id in brevis::dsl::ops::blocks::TYPES {
-        let t = brevis::tensor::gguf::ggml_type(id).unwrap();
+    for id in brevis::internals::dsl::ops::blocks::TYPES {
+        let t = brevis::internals::tensor::gguf::ggml_type(id).unwrap();
         let data = quant_blocks(&mut rng, t.block_bytes as usize, (rows * row_blocks) as usize);
         m.tensor(&format!("blk.{id}.weight"), &[row_blocks * t.block, rows], id, data);
     }

@@ -84,7 +84,7 @@ pub fn header_json(entries: &[Entry], metadata: Option<&[(&str, &str)]>) -> Stri
 /// A file from a raw header string (padded with spaces to a multiple of 8) and the data bytes.
 pub fn file_from_header(header: &str, data: &[u8]) -> Vec<u8> {
     let mut h = header.as_bytes().to_vec();
-    while h.len() % 8 != 0 {
+    while !h.len().is_multiple_of(8) {
         h.push(b' ');
     }
     let mut f = (h.len() as u64).to_le_bytes().to_vec();

@@ -50,17 +50,17 @@ fn measure(
 
     // Brevis: compression is the program search, so it gets its own (smaller) run count.
     let (c_all, archive) = median(compress_runs, false, || {
-        brevis::compress(data, &brevis::Options { threads: all, level, ..Default::default() })
+        brevis::compress(data, &brevis::Options::default().with_threads(all).with_level(level))
     });
     let archive = archive.map_err(|e| format!("brevis compress: {e}"))?;
     let (c_one, again) = median(compress_runs, false, || {
-        brevis::compress(data, &brevis::Options { threads: 1, level, ..Default::default() })
+        brevis::compress(data, &brevis::Options::default().with_threads(1).with_level(level))
     });
     if again.map_err(|e| format!("brevis compress: {e}"))? != archive {
         return Err("brevis: the archive depends on the thread count".into());
     }
     for (label, t, c) in [("1 thread", 1, c_one), ("all threads", all, c_all)] {
-        let opts = brevis::DecodeOptions { threads: t, ..Default::default() };
+        let opts = brevis::DecodeOptions::default().with_threads(t);
         let (d, out) = median(runs, true, || brevis::decompress_with(&archive, &opts));
         check("brevis", &out.map_err(|e| format!("brevis decompress: {e}"))?, data)?;
         rows.push(Row {
@@ -124,7 +124,7 @@ pub fn run(
 ) -> Result<(), String> {
     println!(
         "CPU level {}; level {}; medians of {runs} runs ({compress_runs} for Brevis compression); MB = 10^6 bytes of original",
-        brevis::simd::level().name(),
+        brevis::internals::simd::isa().name(),
         level.name()
     );
     for (name, data) in files {

@@ -6,7 +6,7 @@ use crate::fsio::{self, check_output, named, open, open_regular, write_atomic, w
 use crate::jobs::{self, Dst, Job, Mode, Src};
 use crate::progress::Progress;
 use crate::{exit, mb, CompressArgs, DecompressArgs, Files};
-use brevis::file_meta::OutputAttrs;
+use brevis::OutputAttrs;
 use std::fs::File;
 use std::path::Path;
 use std::process::ExitCode;
@@ -32,8 +32,10 @@ impl In {
 
     /// The whole input in memory (for --ref): mapped when it is a named file.
     fn whole(&self, src: &Src) -> Result<Vec<u8>, String> {
-        let bytes = brevis::source::Source::file(&self.file).and_then(|s| s.all()?.read_all().map(|c| c.into_owned()));
-        bytes.map_err(|e| format!("cannot read {}: {e}", src.name()))
+        use std::os::unix::fs::FileExt;
+        let mut bytes = vec![0u8; self.len()? as usize];
+        self.file.read_exact_at(&mut bytes, 0).map_err(|e| format!("cannot read {}: {e}", src.name()))?;
+        Ok(bytes)
     }
 }
 
@@ -112,7 +114,7 @@ pub fn compress(args: &CompressArgs) -> ExitCode {
     run_all(Mode::Compress, &args.files, |job| compress_one(job, args, &prior))
 }
 
-fn compress_one(job: &Job, args: &CompressArgs, prior: &brevis::synth::PriorSource) -> Result<(), String> {
+fn compress_one(job: &Job, args: &CompressArgs, prior: &brevis::PriorSource) -> Result<(), String> {
     let CompressArgs { files, chunk_size, reference, memory_limit, no_preserve, search, common, .. } = args;
     let input = In::open(&job.src)?;
     let size = input.len()?;
@@ -120,20 +122,18 @@ fn compress_one(job: &Job, args: &CompressArgs, prior: &brevis::synth::PriorSour
     let stats = (search.stats || common.verbose).then(|| std::sync::Arc::new(Default::default()));
     let mut progress = Progress::start(!common.quiet, size, job.src.name(), "searching");
     let meta = input.meta.as_ref().filter(|_| !no_preserve);
-    let opts = brevis::Options {
-        threads: common.threads,
-        chunk_bytes: *chunk_size,
-        budget: search.budget,
-        depth: search.depth,
-        prior: prior.clone(),
-        stats: stats.clone(),
-        memory_limit: *memory_limit,
-        reuse: !search.search_each,
-        level: search.level,
-        file_meta: meta.map(brevis::FileMeta::of),
-        progress: Some(progress.counter()),
-        ..Default::default()
-    };
+    let opts = brevis::Options::default()
+        .with_threads(common.threads)
+        .with_chunk_bytes(*chunk_size)
+        .with_budget(search.budget)
+        .with_depth(search.depth)
+        .with_prior(prior.clone())
+        .with_stats(stats.clone())
+        .with_memory_limit(*memory_limit)
+        .with_reuse(!search.search_each)
+        .with_level(search.level)
+        .with_file_meta(meta.map(brevis::FileMeta::of))
+        .with_progress(Some(progress.counter()));
     let attrs = meta.map_or_else(OutputAttrs::plain, |m| OutputAttrs::like(m, None));
     let (src, out) = (Path::new(&job.src.name()).to_path_buf(), Path::new(&job.dst.name()).to_path_buf());
     let code = |f: &mut File| -> Result<u64, String> {
@@ -157,7 +157,7 @@ fn compress_one(job: &Job, args: &CompressArgs, prior: &brevis::synth::PriorSour
         Ok(())
     })?;
     if let (Some(st), false) = (&stats, common.quiet) {
-        let st: &brevis::synth::SearchStats = st;
+        let st: &brevis::SearchStats = st;
         eprintln!("{}", st.summary());
     }
     if files.rm {
@@ -255,8 +255,7 @@ fn decompress_one(job: &Job, args: &DecompressArgs) -> Result<(), String> {
             let data = input.whole(&job.src)?;
             let base = fsio::read_input(r)?;
             let mut a = brevis::Archive::open_with_limit(&data, opts.memory_limit).map_err(name)?;
-            let base = brevis::reference::Reference::new(&base).map_err(|e| format!("{}: {e}", r.display()))?;
-            a.set_reference(base).map_err(name)?;
+            a.set_reference(&base).map_err(|e| format!("{}: {e}", r.display()))?;
             let mut progress = Progress::start(!common.quiet, a.original_size(), src.display().to_string(), "");
             opts.progress = Some(progress.counter());
             let original = a.decompress(&opts).map_err(name)?;
@@ -268,8 +267,7 @@ fn decompress_one(job: &Job, args: &DecompressArgs) -> Result<(), String> {
             original.len() as u64
         }
         None => {
-            let source = brevis::source::Source::file(&input.file).map_err(name)?;
-            let a = brevis::Archive::open_source(source, opts.memory_limit).map_err(name)?;
+            let a = brevis::Archive::open_file(&input.file, opts.memory_limit).map_err(name)?;
             let mut progress = Progress::start(!common.quiet, a.original_size(), src.display().to_string(), "");
             opts.progress = Some(progress.counter());
             // Workers write their chunks in place (positioned writes into the temporary file).

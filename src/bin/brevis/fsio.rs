@@ -3,8 +3,8 @@
 //! in the destination folder renamed into place when complete) or copied whole to standard
 //! output, and a writer that compares restored bytes with a file.
 
-use brevis::file_meta::OutputAttrs;
-use brevis::source::MappedFile as Input;
+use brevis::MappedFile as Input;
+use brevis::OutputAttrs;
 use std::io::{IsTerminal, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -76,9 +76,9 @@ pub fn check_output(input: &Path, out: &Path, force: bool) -> Result<(), String>
 }
 
 /// A library error about `input`, or about `out` when writing it failed (`write_failed`, or
-/// the archive writer's own [`brevis::container::WriteError`]).
+/// the archive writer's own, [`brevis::Error::is_write_error`]).
 pub fn named(e: brevis::Error, input: &Path, out: &Path, write_failed: bool) -> String {
-    let writing = write_failed || brevis::container::is_write_error(&e);
+    let writing = write_failed || e.is_write_error();
     match e {
         brevis::Error::Io(io) if writing => format!("cannot write {}: {io}", out.display()),
         e => format!("{}: {e}", input.display()),

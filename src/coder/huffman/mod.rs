@@ -247,7 +247,7 @@ fn plan(hist: &[(u16, u64)]) -> Plan {
         let syms: Vec<u16> = top.iter().map(|&i| hist[i as usize].0).collect();
         let data: u64 = w.iter().zip(&lens).map(|(&c, &l)| c * u64::from(l)).sum::<u64>() + esc_w * u64::from(ESC_BITS);
         let bits = table_bits(&syms, &lens) + data;
-        if best.as_ref().map_or(true, |b| bits < b.bits) {
+        if best.as_ref().is_none_or(|b| bits < b.bits) {
             best = Some(Plan { syms, lens, esc: true, bits });
         }
     }
@@ -394,7 +394,7 @@ pub fn decode(input: &[u8], n: usize, out: &mut Vec<u16>) -> Result<usize> {
         // Zero-length code: every symbol is the one table symbol.
         let consumed = r.bits.div_ceil(8) as usize;
         out.try_reserve(n).map_err(|_| Error::corrupt("huffman: symbol count too large"))?;
-        out.extend(std::iter::repeat(syms[0]).take(n));
+        out.extend(std::iter::repeat_n(syms[0], n));
         return Ok(consumed);
     }
 

@@ -162,7 +162,7 @@ fn length_limiting_fibonacci() {
     }
     let mut syms = Vec::new();
     for (i, &c) in counts.iter().enumerate() {
-        syms.extend(std::iter::repeat(i as u16 * 7).take(c as usize));
+        syms.extend(std::iter::repeat_n(i as u16 * 7, c as usize));
     }
     let mut rng = Rng(5);
     for i in (1..syms.len()).rev() {
@@ -239,8 +239,7 @@ fn every_fast_path() {
     // loops of 7..4 symbols per refill); small skewed ones take the two-symbol table when long.
     for m in [2u64, 5, 40, 256, 300, 600, 1100, 2100, 4000] {
         for n in [1usize, 7, 8, 9, 100, 2047, 2048, 2049, 20_000] {
-            let syms: Vec<u16> =
-                (0..n).map(|i| if (i as u64) < m { i as u16 } else { rng.below(m) as u16 }).collect();
+            let syms: Vec<u16> = (0..n).map(|i| if (i as u64) < m { i as u16 } else { rng.below(m) as u16 }).collect();
             round_trip(&syms);
             let skewed: Vec<u16> = (0..n)
                 .map(|_| {

@@ -134,7 +134,7 @@ pub(super) fn plan_order0(hist: &[(u16, u64)], n: usize, k_prec: u32) -> Plan {
     let mut best: Option<Plan> = None;
     let consider = |p: Option<Plan>, best: &mut Option<Plan>| {
         if let Some(p) = p {
-            if best.as_ref().map_or(true, |b| p.est < b.est) {
+            if best.as_ref().is_none_or(|b| p.est < b.est) {
                 *best = Some(p);
             }
         }
@@ -231,7 +231,7 @@ pub(super) fn plan_ctx(symbols: &[u16], hist: &[(u16, u64)], base: Plan, d: usiz
     loop {
         let mut best: Option<(usize, f64)> = None;
         for (i, &d) in delta.iter().enumerate() {
-            if (d < 0.0 || hists.len() > MAX_CLASSES) && best.map_or(true, |b| d < b.1) {
+            if (d < 0.0 || hists.len() > MAX_CLASSES) && best.is_none_or(|b| d < b.1) {
                 best = Some((i, d));
             }
         }

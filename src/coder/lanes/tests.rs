@@ -5,7 +5,7 @@ use super::plan::*;
 use super::*;
 use crate::coder::bitio::{put_varint, BitWriter, ByteReader};
 use crate::error::Error;
-use crate::simd::Level;
+use crate::simd::Isa;
 
 /// Histogram of `symbols` (at least one): used symbols ascending with their counts.
 fn histogram(symbols: &[u16]) -> Vec<(u16, u64)> {
@@ -121,8 +121,8 @@ fn bf16_heads(n: usize, seed: &mut u64, sd: f32) -> Vec<u16> {
 fn lane_regimes(n: usize, seed: &mut u64) -> Vec<u16> {
     let mut s = vec![0u16; n];
     for i in 0..n {
-        let big = if i >= LANES { s[i - LANES] >= 100 } else { lcg(seed) % 2 == 0 };
-        let stay = lcg(seed) % 16 != 0;
+        let big = if i >= LANES { s[i - LANES] >= 100 } else { lcg(seed).is_multiple_of(2) };
+        let stay = !lcg(seed).is_multiple_of(16);
         let big = big == stay;
         s[i] = if big { 100 + (lcg(seed) % 40) as u16 } else { (lcg(seed) % 20) as u16 };
     }
@@ -201,7 +201,7 @@ fn edge_cases() {
     let flat: Vec<u16> = (0..100_000).map(|_| (lcg(&mut seed) % 4000) as u16).collect();
     round_trip(&flat, Ctx::None);
     // Very skewed: one symbol almost always.
-    let skew: Vec<u16> = (0..100_000).map(|_| if lcg(&mut seed) % 5000 == 0 { 9 } else { 4 }).collect();
+    let skew: Vec<u16> = (0..100_000).map(|_| if lcg(&mut seed).is_multiple_of(5000) { 9 } else { 4 }).collect();
     let b = round_trip(&skew, Ctx::None);
     assert!(b.len() < 100_000 / 8 / 30, "{}", b.len());
 }
@@ -257,9 +257,8 @@ fn classes(block: &[u8]) -> usize {
 fn up_to_eight_classes() {
     let mut seed = 21;
     let w = 256;
-    let level: Vec<u16> = (0..w).map(|_| (lcg(&mut seed) % 8) as u16).collect();
-    let s: Vec<u16> =
-        (0..1 << 17).map(|i| level[i % w] * 6 + (lcg(&mut seed) % 4 + lcg(&mut seed) % 4) as u16).collect();
+    let isa: Vec<u16> = (0..w).map(|_| (lcg(&mut seed) % 8) as u16).collect();
+    let s: Vec<u16> = (0..1 << 17).map(|i| isa[i % w] * 6 + (lcg(&mut seed) % 4 + lcg(&mut seed) % 4) as u16).collect();
     let back = round_trip(&s, Ctx::Back(w as u32));
     assert!(classes(&back) > 4, "{} classes", classes(&back));
     let none = round_trip(&s, Ctx::None);
@@ -313,7 +312,7 @@ fn prev_context_pays_where_it_should() {
 
 #[test]
 fn levels_agree_on_damaged_blocks() {
-    let levels = crate::simd::available();
+    let isas = crate::simd::available();
     let mut seed = 5;
     let mut blocks = Vec::new();
     let mut syms = bf16_heads(6000, &mut seed, 0.02);
@@ -321,8 +320,9 @@ fn levels_agree_on_damaged_blocks() {
     for ctx in [Ctx::None, Ctx::Prev] {
         blocks.push((round_trip(&syms, ctx), syms.len(), ctx));
     }
-    let wide: Vec<u16> =
-        (0..3000).map(|_| if lcg(&mut seed) % 2 == 0 { 7 } else { 40_000 + (lcg(&mut seed) % 5) as u16 }).collect();
+    let wide: Vec<u16> = (0..3000)
+        .map(|_| if lcg(&mut seed).is_multiple_of(2) { 7 } else { 40_000 + (lcg(&mut seed) % 5) as u16 })
+        .collect();
     blocks.push((round_trip(&wide, Ctx::None), wide.len(), Ctx::None));
     let rows = column_scaled(12_000, 384, &mut seed);
     let block = round_trip(&rows, Ctx::Back(384));
@@ -344,7 +344,7 @@ fn levels_agree_on_damaged_blocks() {
         }
         for b in &cases {
             let mut results = Vec::new();
-            for &l in &levels {
+            for &l in &isas {
                 let mut out = vec![0u16; *n];
                 let r = decode_ctx_at(l, b, *ctx, &mut out);
                 let same = r.as_ref().map(|&u| u).map_err(|e| e.to_string());
@@ -353,7 +353,7 @@ fn levels_agree_on_damaged_blocks() {
                     assert!(matches!(e, Error::Corrupt(_)), "{e}");
                 }
             }
-            assert!(results.windows(2).all(|w| w[0] == w[1]), "levels disagree");
+            assert!(results.windows(2).all(|w| w[0] == w[1]), "isas disagree");
         }
     }
 }
@@ -387,12 +387,13 @@ fn forge_escapes(block: &[u8], keep: u64) -> Option<Vec<u8>> {
 /// one does).
 #[test]
 fn levels_give_the_same_errors() {
-    let levels = crate::simd::available();
+    let isas = crate::simd::available();
     let mut seed = 11;
     let mut syms = bf16_heads(20_000, &mut seed, 0.02);
     syms.extend(lane_regimes(4000, &mut seed));
-    let wide: Vec<u16> =
-        (0..8000).map(|_| if lcg(&mut seed) % 2 == 0 { 7 } else { 40_000 + (lcg(&mut seed) % 5) as u16 }).collect();
+    let wide: Vec<u16> = (0..8000)
+        .map(|_| if lcg(&mut seed).is_multiple_of(2) { 7 } else { 40_000 + (lcg(&mut seed) % 5) as u16 })
+        .collect();
     let rows = column_scaled(16_000, 384, &mut seed);
     // Two common symbols far apart and a spread of rare ones (mapped, with escapes).
     let rare: Vec<u16> = (0..30_000)
@@ -423,7 +424,7 @@ fn levels_give_the_same_errors() {
         }
         cases.extend([1, 3].into_iter().filter_map(|keep| Some((forge_escapes(&block, keep)?, n))));
         for (b, m) in &cases {
-            let results: Vec<_> = levels
+            let results: Vec<_> = isas
                 .iter()
                 .map(|&l| {
                     let mut out = vec![0u16; *m];
@@ -431,7 +432,7 @@ fn levels_give_the_same_errors() {
                 })
                 .collect();
             let errs: Vec<_> = results.iter().map(|r| r.as_ref().err()).collect();
-            assert!(results.windows(2).all(|w| w[0] == w[1]), "levels disagree ({ctx:?}): {errs:?}");
+            assert!(results.windows(2).all(|w| w[0] == w[1]), "isas disagree ({ctx:?}): {errs:?}");
             if let Err(e) = &results[0] {
                 errors.insert(e.clone());
             }
@@ -480,7 +481,7 @@ fn garbage_never_panics() {
         for l in crate::simd::available() {
             let mut out = vec![0u16; n];
             let r = decode_ctx_at(l, &junk, ctx, &mut out).ok().map(|u| (u, out));
-            assert!(first.get_or_insert_with(|| r.clone()) == &r, "levels disagree");
+            assert!(first.get_or_insert_with(|| r.clone()) == &r, "isas disagree");
         }
     }
     // A valid block decoded with the wrong length.
@@ -597,7 +598,7 @@ fn forced_tables_round_trip() {
         let model = build_model(&spec).ok()?;
         let mut out = Vec::new();
         let plan = Plan { spec: Some(spec), model, est: 0.0 };
-        write_block(Level::Scalar, symbols, crate::coder::alphabet_of(symbols), &plan, LANES, &mut out);
+        write_block(Isa::Scalar, symbols, crate::coder::alphabet_of(symbols), &plan, LANES, &mut out);
         for l in crate::simd::available() {
             let mut o = Vec::new();
             write_block(l, symbols, crate::coder::alphabet_of(symbols), &plan, LANES, &mut o);
@@ -656,14 +657,14 @@ fn random_freqs(k: usize, p: u32, seed: &mut u64) -> Vec<u32> {
 /// compared on CPUs that have it (and the AVX2 one everywhere on x86-64).
 #[test]
 fn state_machine_levels_agree() {
-    fn run(level: Level, e: &Encoder, states: [u32; LANES], store: bool) -> Coded {
+    fn run(isa: Isa, e: &Encoder, states: [u32; LANES], store: bool) -> Coded {
         let n = e.symbols.len();
         let words = if store { vec![0u16; n + 1] } else { Vec::new() };
         let mut c = Coded { states, words, nwords: 0, escapes: Vec::new() };
         if store {
-            e.run::<true, false>(level, &mut c);
+            e.run::<true, false>(isa, &mut c);
         } else {
-            e.run::<false, false>(level, &mut c);
+            e.run::<false, false>(isa, &mut c);
         }
         c.words.truncate(c.nwords);
         c
@@ -718,7 +719,7 @@ fn state_machine_levels_agree() {
                 _ => L + (lcg(&mut seed) << 1 | lcg(&mut seed) & 1) as u32 % (u32::MAX - L),
             };
         }
-        let want = run(Level::Scalar, &e, states, true);
+        let want = run(Isa::Scalar, &e, states, true);
         assert!(want.states.iter().all(|&x| x >= L));
         for l in crate::simd::available() {
             let got = run(l, &e, states, true);
@@ -768,8 +769,8 @@ fn encoder_levels_agree() {
         let d = [64, 96, 384][case % 3];
         for ctx in [Ctx::None, Ctx::Prev, Ctx::Back(d)] {
             let mut want = Vec::new();
-            encode_at(Level::Scalar, &s, ctx, &mut want).unwrap();
-            let want_len = encoded_len_at(Level::Scalar, &s, ctx).unwrap();
+            encode_at(Isa::Scalar, &s, ctx, &mut want).unwrap();
+            let want_len = encoded_len_at(Isa::Scalar, &s, ctx).unwrap();
             let k = if n == 0 { 1 } else { plan(&s, ctx).unwrap().0.model.freqs.len() };
             // `spec_bits` counts the extended header (more than 4 classes) as 5 bits more
             // than the short one; it is 3 (`write_spec`), so `encoded_len` can be a byte over.
@@ -807,9 +808,16 @@ fn normalize_sums_and_orders() {
     let mut seed = 8;
     for _ in 0..300 {
         let k = 1 + (lcg(&mut seed) % 256) as usize;
-        let w: Vec<u128> = (0..k)
-            .map(|_| if lcg(&mut seed) % 5 == 0 { 0 } else { (lcg(&mut seed) as u128) << (lcg(&mut seed) % 40) })
-            .collect();
+        let w: Vec<u128> =
+            (0..k)
+                .map(|_| {
+                    if lcg(&mut seed).is_multiple_of(5) {
+                        0
+                    } else {
+                        (lcg(&mut seed) as u128) << (lcg(&mut seed) % 40)
+                    }
+                })
+                .collect();
         for p in MIN_PREC..=MAX_PREC {
             match normalize(&w, 1 << p) {
                 None => assert!(w.iter().all(|&x| x == 0)),

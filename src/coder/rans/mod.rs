@@ -94,7 +94,7 @@ fn build_table(hist: &[(u16, u64)]) -> (Table, Vec<u64>, u32, f64) {
         }
         let table_bits = q_bits(&qs) as f64;
         let cost = data_bits + table_bits;
-        if best.as_ref().map_or(true, |b| cost < b.3) {
+        if best.as_ref().is_none_or(|b| cost < b.3) {
             best = Some((Table { prob_bits, syms: syms.clone(), freqs }, qs, r_log, cost));
         }
         if used == 1 {
@@ -294,7 +294,7 @@ fn merge_buckets<H>(
     loop {
         let mut best: Option<(usize, f64)> = None;
         for (i, p) in pairs.iter().enumerate() {
-            if p.0 < 0.0 && best.map_or(true, |b| p.0 < b.1) {
+            if p.0 < 0.0 && best.is_none_or(|b| p.0 < b.1) {
                 best = Some((i, p.0));
             }
         }
@@ -423,8 +423,8 @@ struct EncSym {
 impl EncSym {
     fn new(f: u32, cum: u32, p: u32) -> EncSym {
         let l = ceil_log2(f as u64);
-        let m = ((1u128 << (32 + l)) + f as u128 - 1) / f as u128;
-        debug_assert!(m >= 1 << 32 && m < 1 << 33 && cum < 1 << 16 && (1 << p) - f < 1 << 16);
+        let m = (1u128 << (32 + l)).div_ceil(f as u128);
+        debug_assert!((1 << 32..1 << 33).contains(&m) && cum < 1 << 16 && (1 << p) - f < 1 << 16);
         EncSym {
             rcp: (m - (1 << 32)) as u32,
             freq: f,
@@ -668,7 +668,7 @@ impl<I: Copy + Into<usize>> Decoder<'_, I> {
         mut w: usize,
         table: impl Fn(&[u16], usize) -> TableRef,
     ) -> usize {
-        debug_assert!(start % 4 == 0);
+        debug_assert!(start.is_multiple_of(4));
         let [mut x0, mut x1, mut x2, mut x3] = *states;
         let n = out.len();
         let mut i = start;
@@ -713,7 +713,7 @@ fn slot_indices<I: Copy + Default + TryFrom<usize>>(tables: &[Table]) -> Vec<I> 
     for t in tables {
         for (j, &f) in t.freqs.iter().enumerate() {
             let j = I::try_from(j).unwrap_or_default();
-            slots.extend(std::iter::repeat(j).take(f as usize));
+            slots.extend(std::iter::repeat_n(j, f as usize));
         }
     }
     slots

@@ -1,5 +1,6 @@
 use super::*;
 use crate::coder::log2_approx;
+use std::f64::consts::SQRT_2;
 
 /// The encoder as it was before the single-pass context histograms and the reciprocal
 /// state update: `encode` must write exactly the same bytes.
@@ -56,11 +57,13 @@ mod reference {
         let mut hists: Vec<Vec<(u16, u64)>> = per.iter().map(|p| histogram(p, alphabet)).collect();
         let mut costs: Vec<f64> = hists.iter().map(|h| block_cost(h)).collect();
         loop {
-            let mut best: Option<(usize, f64, Vec<(u16, u64)>)> = None;
+            // The merge of buckets `i` and `i + 1` that saves the most: (i, cost change, merged).
+            type Merge = (usize, f64, Vec<(u16, u64)>);
+            let mut best: Option<Merge> = None;
             for i in 0..hists.len().saturating_sub(1) {
                 let m = merge_hist(&hists[i], &hists[i + 1]);
                 let delta = block_cost(&m) - costs[i] - costs[i + 1];
-                if delta < 0.0 && best.as_ref().map_or(true, |b| delta < b.1) {
+                if delta < 0.0 && best.as_ref().is_none_or(|b| delta < b.1) {
                     best = Some((i, delta, m));
                 }
             }
@@ -179,7 +182,7 @@ fn skewed_and_contexts() {
     let n = 200_000;
     // Context-dependent source: symbol depends on a side stream.
     let side: Vec<u16> = (0..n).map(|_| (lcg(&mut seed) % 8) as u16).collect();
-    let syms: Vec<u16> = side.iter().map(|&c| (c * 30 + (lcg(&mut seed) % 4) as u16) as u16).collect();
+    let syms: Vec<u16> = side.iter().map(|&c| c * 30 + (lcg(&mut seed) % 4) as u16).collect();
     let plain = round_trip(&syms, None, false);
     let with = round_trip(&syms, Some(&side), false);
     assert!(with * 2 < plain, "contexts must pay here: {with} vs {plain}");
@@ -227,7 +230,7 @@ fn reciprocal_division_is_exact() {
     fs.extend((12..=16).flat_map(|b| [(1u32 << b) - 1, 1 << b, (1 << b) + 1]));
     fs.extend((0..2000).map(|_| (lcg(&mut seed) % 65536) as u32 + 1));
     for &f in &fs {
-        let p = ceil_log2(f as u64).max(MIN_PROB_BITS).min(MAX_PROB_BITS);
+        let p = ceil_log2(f as u64).clamp(MIN_PROB_BITS, MAX_PROB_BITS);
         if f > 1 << p {
             continue;
         }
@@ -244,7 +247,9 @@ fn reciprocal_division_is_exact() {
 #[test]
 fn same_bytes_as_reference_encoder() {
     let mut seed = 5;
-    let mut cases: Vec<(Vec<u16>, Option<Vec<u16>>, Option<usize>)> = Vec::new();
+    // Symbols, side context, back distance.
+    type Case = (Vec<u16>, Option<Vec<u16>>, Option<usize>);
+    let mut cases: Vec<Case> = Vec::new();
     for &(n, alpha) in
         &[(1usize, 3u64), (3, 5), (4097, 40), (20_001, 300), (70_003, 12), (5000, 60_000), (140_003, 60_000)]
     {
@@ -252,7 +257,7 @@ fn same_bytes_as_reference_encoder() {
         let syms: Vec<u16> = side
             .iter()
             .map(|&c| {
-                ((c as u64 * 7 + lcg(&mut seed) % 9 + (lcg(&mut seed) % 50 == 0) as u64 * (alpha / 2)) % alpha)
+                ((c as u64 * 7 + lcg(&mut seed) % 9 + lcg(&mut seed).is_multiple_of(50) as u64 * (alpha / 2)) % alpha)
                     as u16
             })
             .collect();
@@ -290,7 +295,7 @@ fn same_bytes_as_reference_encoder() {
 fn log2_approx_is_close() {
     let mut x = 1.0f64;
     while x < 1e12 {
-        for v in [x, x + 1.0, x * 1.4142, x * 1.4143, x * 1.999] {
+        for v in [x, x + 1.0, x * (SQRT_2 - 1e-4), x * (SQRT_2 + 1e-4), x * 1.999] {
             assert!((log2_approx(v) - v.log2()).abs() < 1e-8, "{v}");
         }
         x *= 1.37;

@@ -34,7 +34,7 @@ impl RefOp {
     }
 
     /// The reference, which must match the stream's type and length.
-    pub fn reference<'a>(r: Option<&'a Stream>, ty: Ty, n: usize) -> Result<&'a Stream> {
+    pub fn reference(r: Option<&Stream>, ty: Ty, n: usize) -> Result<&Stream> {
         let r = r.ok_or_else(|| Error::invalid("this tensor is coded against a reference, and none was given"))?;
         if r.ty != ty || r.len() != n {
             return Err(Error::corrupt("reference chunk does not match the tensor's layout"));

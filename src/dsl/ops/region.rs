@@ -132,7 +132,7 @@ impl View {
             return Err(Error::corrupt("view: input is not a whole-byte word"));
         }
         let total = n as u128 * ty.bits as u128;
-        if total % self.bits as u128 != 0 {
+        if !total.is_multiple_of(self.bits as u128) {
             return Err(Error::corrupt("view: length does not divide"));
         }
         Ok((total / self.bits as u128) as usize)

@@ -12,7 +12,7 @@ use super::model::{build_model, read_spec, Model, SpecReader};
 use super::{Ctx, L, LANES};
 use crate::coder::bitio::ByteReader;
 use crate::error::{Error, Result};
-use crate::simd::Level;
+use crate::simd::Isa;
 use scalar::scalar_run;
 
 /// Decode tables of a block.
@@ -152,12 +152,12 @@ impl Input<'_> {
 /// out-of-bounds read; memory is bounded by the tables (at most 32 KiB of decode table and a few
 /// KiB more).
 pub fn decode(input: &[u8], out: &mut [u16]) -> Result<usize> {
-    decode_ctx_at(crate::simd::level(), input, Ctx::Prev, out)
+    decode_ctx_at(crate::simd::isa(), input, Ctx::Prev, out)
 }
 
 /// [`decode`] at a given SIMD level (lowered to what the CPU has).
-pub fn decode_at(level: Level, input: &[u8], out: &mut [u16]) -> Result<usize> {
-    decode_ctx_at(level, input, Ctx::Prev, out)
+pub fn decode_at(isa: Isa, input: &[u8], out: &mut [u16]) -> Result<usize> {
+    decode_ctx_at(isa, input, Ctx::Prev, out)
 }
 
 /// Decodes a block encoded with context `ctx` (as [`decode`]; `None` and `Prev` decode alike, as
@@ -165,11 +165,11 @@ pub fn decode_at(level: Level, input: &[u8], out: &mut [u16]) -> Result<usize> {
 /// `Err(Error::Corrupt(..))`. `Back(d)` also keeps the indices of the last `d` symbols
 /// (`min(d, out.len())` bytes).
 pub fn decode_ctx(input: &[u8], ctx: Ctx, out: &mut [u16]) -> Result<usize> {
-    decode_ctx_at(crate::simd::level(), input, ctx, out)
+    decode_ctx_at(crate::simd::isa(), input, ctx, out)
 }
 
 /// [`decode_ctx`] at a given SIMD level (lowered to what the CPU has).
-pub fn decode_ctx_at(level: Level, input: &[u8], ctx: Ctx, out: &mut [u16]) -> Result<usize> {
+pub fn decode_ctx_at(isa: Isa, input: &[u8], ctx: Ctx, out: &mut [u16]) -> Result<usize> {
     let d = ctx.distance().ok_or_else(|| Error::corrupt(format!("lanes: bad context {ctx:?}")))?;
     let n = out.len();
     if n == 0 {
@@ -206,7 +206,7 @@ pub fn decode_ctx_at(level: Level, input: &[u8], ctx: Ctx, out: &mut [u16]) -> R
         st.ring = vec![0u8; d];
         CTX_BACK
     };
-    run(level, mode, &t, &inp, &mut esc, &mut st, out)?;
+    run(isa, mode, &t, &inp, &mut esc, &mut st, out)?;
     if st.pos != nwords || st.x[..n.min(LANES)].iter().any(|&x| x != L) || esc.left != 0 {
         return Err(Error::corrupt(if st.pos > nwords {
             "lanes: data ends early"
@@ -218,7 +218,7 @@ pub fn decode_ctx_at(level: Level, input: &[u8], ctx: Ctx, out: &mut [u16]) -> R
 }
 
 pub(super) fn run(
-    level: Level,
+    isa: Isa,
     mode: u8,
     t: &Tables,
     inp: &Input,
@@ -245,13 +245,13 @@ pub(super) fn run(
         };
     }
     #[cfg(target_arch = "x86_64")]
-    match level.min(crate::simd::detected()) {
+    match isa.min(crate::simd::detected()) {
         // The AVX-512 level includes POPCNT.
-        Level::Avx512 => return go!(simd_entry[, true]),
-        Level::Avx2 if std::arch::is_x86_feature_detected!("popcnt") => return go!(simd_entry[, false]),
+        Isa::Avx512 => return go!(simd_entry[, true]),
+        Isa::Avx2 if std::arch::is_x86_feature_detected!("popcnt") => return go!(simd_entry[, false]),
         _ => {}
     }
-    let _ = level;
+    let _ = isa;
     go!(scalar_entry[])
 }
 

@@ -52,10 +52,10 @@ pub(super) fn scalar_run<const MAPPED: bool, const ESC: bool, const CTX: u8>(
     out: &mut [u16],
     from: usize,
 ) -> Result<()> {
-    debug_assert!(from % LANES == 0);
+    debug_assert!(from.is_multiple_of(LANES));
     let (mut x, mut prev, mut pos) = (st.x, st.prev, st.pos);
     let ring = &mut st.ring;
-    debug_assert!(CTX != CTX_BACK || (!ring.is_empty() && ring.len() % LANES == 0));
+    debug_assert!(CTX != CTX_BACK || (!ring.is_empty() && ring.len().is_multiple_of(LANES)));
     // Row of the current step in `ring`.
     let mut row = if CTX == CTX_BACK { from / LANES % (ring.len() / LANES) * LANES } else { 0 };
     let mut steps = out[from..].chunks_exact_mut(LANES);

@@ -13,7 +13,7 @@ use super::{Ctx, L, LANES};
 use crate::coder::bitio::{put_varint, BitWriter, Bits32};
 use crate::coder::shared::{ceil_log2, gamma_len};
 use crate::error::Result;
-use crate::simd::Level;
+use crate::simd::Isa;
 use std::cell::Cell;
 
 /// Encoder entry of one rank of one class. The state update `x -> (x / f) << p | x % f + cum` is
@@ -164,21 +164,21 @@ impl Encoder<'_> {
     /// same order, and the same states). At order 0 over an alphabet of at most
     /// [`DIRECT_ALPHABET`] symbols (and no more than the block's length), the state machine
     /// looks the symbols up in a table of the entries by symbol, with no pass of entry indices.
-    pub(super) fn run<const STORE: bool, const CTX: bool>(&self, level: Level, coded: &mut Coded) {
+    pub(super) fn run<const STORE: bool, const CTX: bool>(&self, isa: Isa, coded: &mut Coded) {
         let alphabet = self.rank_of.len();
         if !CTX && alphabet <= DIRECT_ALPHABET.min(self.symbols.len()) {
             let by_symbol: Vec<EncSym> = self.rank_of.iter().map(|&r| self.enc[r as usize]).collect();
             // The state machine notes where it codes the escape's entry (last first).
             let esc = (self.esc_rank != usize::MAX).then(|| self.enc[self.esc_rank]);
             let mut hits = Vec::new();
-            self.steps::<STORE>(level, self.symbols, &by_symbol, esc, &mut hits, coded);
+            self.steps::<STORE>(isa, self.symbols, &by_symbol, esc, &mut hits, coded);
             let esc_of = |i: usize| self.esc_of.get(self.symbols[i] as usize).copied().unwrap_or(0);
             coded.escapes.extend(hits.iter().rev().map(|&i| esc_of(i)));
             return;
         }
         let mut idx = ENTRIES.take();
         self.entries::<CTX>(&mut idx, &mut coded.escapes);
-        self.steps::<STORE>(level, &idx, &self.enc, None, &mut Vec::new(), coded);
+        self.steps::<STORE>(isa, &idx, &self.enc, None, &mut Vec::new(), coded);
         ENTRIES.set(idx);
     }
 
@@ -187,7 +187,7 @@ impl Encoder<'_> {
     /// appended to `hits`, last first.
     pub(super) fn steps<const STORE: bool>(
         &self,
-        level: Level,
+        isa: Isa,
         idx: &[u16],
         enc: &[EncSym],
         esc: Option<EncSym>,
@@ -209,8 +209,8 @@ impl Encoder<'_> {
             put(i, &mut states[i % LANES], words, len);
         }
         #[cfg(target_arch = "x86_64")]
-        if full > 0 && level.min(crate::simd::detected()) >= Level::Avx2 {
-            let wide = level.min(crate::simd::detected()) == Level::Avx512;
+        if full > 0 && isa.min(crate::simd::detected()) >= Isa::Avx2 {
+            let wide = isa.min(crate::simd::detected()) == Isa::Avx512;
             // Elements a vector.
             let width = if wide { 16 } else { 8 };
             let t = VecTable::new(enc);
@@ -246,7 +246,7 @@ impl Encoder<'_> {
             }
             return;
         }
-        let _ = level;
+        let _ = isa;
         for step in (0..full).step_by(LANES).rev() {
             for (lane, x) in states.iter_mut().enumerate().rev() {
                 put(step + lane, x, words, len);
@@ -270,7 +270,7 @@ thread_local! {
 /// `symbols.len() + 1` words (the first `nwords` written) when `STORE`; give it back with
 /// [`recycle`].
 pub(super) fn run_encoder<const STORE: bool>(
-    level: Level,
+    isa: Isa,
     symbols: &[u16],
     alphabet: usize,
     model: &Model,
@@ -325,9 +325,9 @@ pub(super) fn run_encoder<const STORE: bool>(
         coded.words.resize(n + 1, 0);
     }
     if k > 1 {
-        e.run::<STORE, true>(level, &mut coded);
+        e.run::<STORE, true>(isa, &mut coded);
     } else {
-        e.run::<STORE, false>(level, &mut coded);
+        e.run::<STORE, false>(isa, &mut coded);
     }
     coded
 }
@@ -374,24 +374,24 @@ impl VecTable {
 /// `Err(Error::Invalid(..))` when the block cannot be coded by this coder (more than
 /// [`MAX_SYMBOLS`] distinct symbols); the caller then uses another leaf.
 pub fn encode(symbols: &[u16], ctx: Ctx, out: &mut Vec<u8>) -> Result<()> {
-    encode_at(crate::simd::level(), symbols, ctx, out)
+    encode_at(crate::simd::isa(), symbols, ctx, out)
 }
 
 /// [`encode`] with the state machine at a given SIMD level (lowered to what the CPU has; AVX-512
 /// and AVX2 run whole steps in vectors, the scalar level does not). Every level writes the same
 /// bytes.
-pub fn encode_at(level: Level, symbols: &[u16], ctx: Ctx, out: &mut Vec<u8>) -> Result<()> {
+pub fn encode_at(isa: Isa, symbols: &[u16], ctx: Ctx, out: &mut Vec<u8>) -> Result<()> {
     let d = enc_distance(ctx)?;
     if symbols.is_empty() {
         return Ok(());
     }
     let (plan, alphabet) = plan(symbols, ctx)?;
-    write_block(level, symbols, alphabet, &plan, d, out);
+    write_block(isa, symbols, alphabet, &plan, d, out);
     Ok(())
 }
 
 /// Appends the block of `symbols` (at least one, all below `alphabet`) coded as `plan` says.
-pub(super) fn write_block(level: Level, symbols: &[u16], alphabet: usize, plan: &Plan, d: usize, out: &mut Vec<u8>) {
+pub(super) fn write_block(isa: Isa, symbols: &[u16], alphabet: usize, plan: &Plan, d: usize, out: &mut Vec<u8>) {
     let mut w = BitWriter::new();
     let Some(spec) = &plan.spec else {
         w.gamma(1);
@@ -400,7 +400,7 @@ pub(super) fn write_block(level: Level, symbols: &[u16], alphabet: usize, plan: 
         return;
     };
     write_spec(spec, &mut w);
-    let coded = run_encoder::<true>(level, symbols, alphabet, &plan.model, d);
+    let coded = run_encoder::<true>(isa, symbols, alphabet, &plan.model, d);
     let model = &plan.model;
     out.reserve(
         w.bit_len() / 8
@@ -439,11 +439,11 @@ pub(super) fn write_block(level: Level, symbols: &[u16], alphabet: usize, plan: 
 /// Exact encoded size in bytes (what [`encode`] would append): the same choices and state
 /// machine, without storing anything.
 pub fn encoded_len(symbols: &[u16], ctx: Ctx) -> Result<usize> {
-    encoded_len_at(crate::simd::level(), symbols, ctx)
+    encoded_len_at(crate::simd::isa(), symbols, ctx)
 }
 
 /// [`encoded_len`] with the state machine at a given SIMD level (as [`encode_at`]).
-pub fn encoded_len_at(level: Level, symbols: &[u16], ctx: Ctx) -> Result<usize> {
+pub fn encoded_len_at(isa: Isa, symbols: &[u16], ctx: Ctx) -> Result<usize> {
     let d = enc_distance(ctx)?;
     if symbols.is_empty() {
         return Ok(0);
@@ -452,7 +452,7 @@ pub fn encoded_len_at(level: Level, symbols: &[u16], ctx: Ctx) -> Result<usize> 
     let Some(spec) = &plan.spec else {
         return Ok((gamma_len(1) + gamma_len(plan.model.coded[0] as u64 + 1)).div_ceil(8) as usize);
     };
-    let coded = run_encoder::<false>(level, symbols, alphabet, &plan.model, d);
+    let coded = run_encoder::<false>(isa, symbols, alphabet, &plan.model, d);
     Ok(spec_bits(spec).div_ceil(8) as usize
         + fixed_bytes(symbols.len(), &plan.model, coded.nwords, coded.escapes.len() as u64)
         + 2 * coded.nwords)

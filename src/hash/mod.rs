@@ -10,8 +10,13 @@
 //! once ([`block_sums`]); one cheap pass adds and scrambles them in order ([`fold`]).
 //! Inputs of at most 240 bytes take xxhash-rust's short paths unchanged.
 
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
+
 use crate::error::Result;
-use crate::simd::Level;
+use crate::simd::Isa;
 use crate::source::Bytes;
 use rayon::prelude::*;
 
@@ -57,11 +62,11 @@ fn read64(b: &[u8], at: usize) -> u64 {
 
 /// XXH3-64 of `data` (one thread).
 pub fn xxh3_64(data: &[u8]) -> u64 {
-    xxh3_64_at(crate::simd::level(), data)
+    xxh3_64_at(crate::simd::isa(), data)
 }
 
 /// [`xxh3_64`] with the block kernel of `level` (lowered to what the CPU has).
-pub fn xxh3_64_at(level: Level, data: &[u8]) -> u64 {
+pub fn xxh3_64_at(isa: Isa, data: &[u8]) -> u64 {
     if data.len() <= MID_MAX {
         return xxhash_rust::xxh3::xxh3_64(data);
     }
@@ -70,7 +75,7 @@ pub fn xxh3_64_at(level: Level, data: &[u8]) -> u64 {
     let mut sums = [[0u64; 8]; 32];
     for group in data[..full * BLOCK].chunks(sums.len() * BLOCK) {
         let sums = &mut sums[..group.len() / BLOCK];
-        block_sums(level, group, sums);
+        block_sums(isa, group, sums);
         fold(&mut acc, sums);
     }
     finish(acc, &data[full * BLOCK..], &data[data.len() - STRIPE..], data.len())
@@ -83,7 +88,7 @@ pub fn xxh3_64_of(bytes: &Bytes, window: usize) -> Result<u64> {
     if len <= MID_MAX {
         return Ok(xxhash_rust::xxh3::xxh3_64(&bytes.read_all()?));
     }
-    let level = crate::simd::level();
+    let isa = crate::simd::isa();
     let full = block_count(len);
     let step = window.max(BLOCK) / BLOCK * BLOCK;
     let starts: Vec<usize> = (0..full * BLOCK).step_by(step).collect();
@@ -94,7 +99,7 @@ pub fn xxh3_64_of(bytes: &Bytes, window: usize) -> Result<u64> {
             .map(|&a| {
                 let b = (a + step).min(full * BLOCK);
                 let mut s = vec![[0u64; 8]; (b - a) / BLOCK];
-                bytes.with_read(a, b, |w| block_sums(level, w, &mut s))?;
+                bytes.with_read(a, b, |w| block_sums(isa, w, &mut s))?;
                 Ok(s)
             })
             .collect::<Result<Vec<_>>>()?;
@@ -133,7 +138,7 @@ pub fn piece_sums(piece: &[u8], start: usize, len: usize, out: &mut [BlockSum]) 
     if r.is_empty() {
         return;
     }
-    block_sums(crate::simd::level(), &piece[r.start * BLOCK - start..r.end * BLOCK - start], out);
+    block_sums(crate::simd::isa(), &piece[r.start * BLOCK - start..r.end * BLOCK - start], out);
 }
 
 /// XXH3-64 of `data`, given the sums of the blocks `i` for which `have[i]` (both of
@@ -143,10 +148,10 @@ pub fn xxh3_64_with_sums(data: &[u8], sums: &mut [BlockSum], have: &[bool]) -> u
     if full == 0 || sums.len() != full || have.len() != full {
         return xxh3_64(data);
     }
-    let level = crate::simd::level();
+    let isa = crate::simd::isa();
     for (i, (s, &h)) in sums.iter_mut().zip(have).enumerate() {
         if !h {
-            block_sums(level, &data[i * BLOCK..(i + 1) * BLOCK], std::slice::from_mut(s));
+            block_sums(isa, &data[i * BLOCK..(i + 1) * BLOCK], std::slice::from_mut(s));
         }
     }
     let mut acc = INIT;
@@ -182,13 +187,13 @@ impl Folder {
 
     /// Reads and folds blocks `self.next..to`.
     fn catch_up(&mut self, to: usize, input: &Bytes) -> Result<()> {
-        let level = crate::simd::level();
+        let isa = crate::simd::isa();
         let mut sums = Vec::new();
         while self.next < to {
             let n = (to - self.next).min(1024);
             sums.resize(n, [0u64; 8]);
             let a = self.next * BLOCK;
-            input.with_read(a, a + n * BLOCK, |w| block_sums(level, w, &mut sums))?;
+            input.with_read(a, a + n * BLOCK, |w| block_sums(isa, w, &mut sums))?;
             fold(&mut self.acc, &sums);
             self.next += n;
         }
@@ -257,77 +262,19 @@ fn finish(mut acc: Acc, rest: &[u8], last: &[u8], len: usize) -> u64 {
 }
 
 /// The sum of each block's stripe terms: `out[b]` for `data[b * BLOCK..][..BLOCK]`.
-fn block_sums(level: Level, data: &[u8], out: &mut [Acc]) {
+fn block_sums(isa: Isa, data: &[u8], out: &mut [Acc]) {
     debug_assert_eq!(data.len(), out.len() * BLOCK);
     #[cfg(target_arch = "x86_64")]
-    match level.min(crate::simd::detected()) {
+    match isa.min(crate::simd::detected()) {
         // SAFETY: the AVX-512 level has AVX-512 F, the AVX2 level AVX2 (`simd::detected`).
-        Level::Avx512 => return unsafe { x86::block_sums_avx512(data, out) },
-        Level::Avx2 => return unsafe { x86::block_sums_avx2(data, out) },
-        Level::Scalar => {}
+        Isa::Avx512 => return unsafe { avx512::block_sums(data, out) },
+        Isa::Avx2 => return unsafe { avx2::block_sums(data, out) },
+        Isa::Scalar => {}
     }
-    let _ = level;
+    let _ = isa;
     for (b, o) in data.chunks_exact(BLOCK).zip(out) {
         *o = [0; 8];
         stripes(o, b, STRIPES_PER_BLOCK);
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-mod x86 {
-    use super::{Acc, BLOCK, SECRET, STRIPE, STRIPES_PER_BLOCK};
-    use std::arch::x86_64::*;
-
-    /// [`super::block_sums`], a stripe per 512-bit vector.
-    ///
-    /// # Safety
-    /// The CPU must support AVX-512 F.
-    #[target_feature(enable = "avx512f")]
-    #[allow(unused_unsafe)]
-    pub unsafe fn block_sums_avx512(data: &[u8], out: &mut [Acc]) {
-        // SAFETY (loads and stores): each key is 64 bytes at 8 * s <= 120 of the 192-byte secret;
-        // each stripe is 64 bytes inside a block of `data`; each store is the 64 bytes of `o`.
-        let keys: [__m512i; STRIPES_PER_BLOCK] =
-            std::array::from_fn(|s| unsafe { _mm512_loadu_si512(SECRET.as_ptr().add(8 * s) as *const _) });
-        for (b, o) in data.chunks_exact(BLOCK).zip(out) {
-            let mut sum = _mm512_setzero_si512();
-            for (s, &key) in keys.iter().enumerate() {
-                let v = unsafe { _mm512_loadu_si512(b.as_ptr().add(s * STRIPE) as *const _) };
-                let k = _mm512_xor_si512(v, key);
-                let product = _mm512_mul_epu32(k, _mm512_srli_epi64::<32>(k));
-                let swapped = _mm512_shuffle_epi32::<_MM_PERM_BADC>(v);
-                sum = _mm512_add_epi64(sum, _mm512_add_epi64(product, swapped));
-            }
-            unsafe { _mm512_storeu_si512(o.as_mut_ptr() as *mut _, sum) };
-        }
-    }
-
-    /// [`super::block_sums`], a stripe per two 256-bit vectors.
-    ///
-    /// # Safety
-    /// The CPU must support AVX2.
-    #[target_feature(enable = "avx2")]
-    #[allow(unused_unsafe)]
-    pub unsafe fn block_sums_avx2(data: &[u8], out: &mut [Acc]) {
-        // SAFETY (loads and stores): as in `block_sums_avx512`, in 32-byte halves.
-        let keys: [[__m256i; 2]; STRIPES_PER_BLOCK] = std::array::from_fn(|s| {
-            std::array::from_fn(|h| unsafe { _mm256_loadu_si256(SECRET.as_ptr().add(8 * s + 32 * h) as *const _) })
-        });
-        for (b, o) in data.chunks_exact(BLOCK).zip(out) {
-            let mut sum = [_mm256_setzero_si256(); 2];
-            for (s, key) in keys.iter().enumerate() {
-                for h in 0..2 {
-                    let v = unsafe { _mm256_loadu_si256(b.as_ptr().add(s * STRIPE + 32 * h) as *const _) };
-                    let k = _mm256_xor_si256(v, key[h]);
-                    let product = _mm256_mul_epu32(k, _mm256_srli_epi64::<32>(k));
-                    let swapped = _mm256_shuffle_epi32::<0x4E>(v);
-                    sum[h] = _mm256_add_epi64(sum[h], _mm256_add_epi64(product, swapped));
-                }
-            }
-            for (h, &v) in sum.iter().enumerate() {
-                unsafe { _mm256_storeu_si256(o.as_mut_ptr().add(4 * h) as *mut _, v) };
-            }
-        }
     }
 }
 
@@ -359,8 +306,8 @@ mod tests {
         lens.extend([33 * 1024 + 17, 65_536, 100_001, 299_999, 300_000]);
         for &n in &lens {
             let want = xxhash_rust::xxh3::xxh3_64(&d[..n]);
-            for level in crate::simd::available() {
-                assert_eq!(xxh3_64_at(level, &d[..n]), want, "{n} bytes at {level:?}");
+            for isa in crate::simd::available() {
+                assert_eq!(xxh3_64_at(isa, &d[..n]), want, "{n} bytes at {isa:?}");
             }
         }
     }

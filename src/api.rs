@@ -1,0 +1,99 @@
+//! The library's entry points: compress and decompress whole files, in memory or between files,
+//! with or without a reference checkpoint.
+
+use crate::archive::{load_reference, Archive};
+use crate::compress::{self, compress_in_memory, compress_source, ProgramOverride};
+use crate::error::{Error, Result};
+use crate::options::{DecodeOptions, Options};
+use crate::source::Source;
+use crate::synth::Prior;
+use crate::work::pool;
+
+/// Compresses any file; safetensors and GGUF files get a program per tensor.
+pub fn compress(input: &[u8], opts: &Options) -> Result<Vec<u8>> {
+    pool(opts.threads)?.install(|| compress_in_memory(input, &opts.clamped(), None, None))
+}
+
+/// Compresses `input` against a reference checkpoint (a safetensors or GGUF file, or a Brevis
+/// archive of one): each tensor with a match in the reference (same name and size, or same
+/// content) may be coded against it when that is smaller. Decoding then needs the same
+/// reference.
+pub fn compress_with_ref(input: &[u8], reference: &[u8], opts: &Options) -> Result<Vec<u8>> {
+    let r = load_reference(reference)?;
+    pool(opts.threads)?.install(|| compress_in_memory(input, &opts.clamped(), None, Some(&r)))
+}
+
+/// Compresses the file `input` into `output` with memory bounded by about
+/// `threads x chunk_bytes` (and [`Options::memory_limit`]) plus the index, whatever the file
+/// size: the input is read in windows, never whole, and payloads are written as they are made.
+/// The archive is byte-identical to what [`compress`] makes of the same bytes. `output` is
+/// written from its current start (position 0) and truncated to the archive's length; the
+/// caller makes it durable (fsync) and atomic (a temporary file renamed into place). Returns
+/// the archive's length. The input must not change while it is read.
+pub fn compress_file(input: &std::fs::File, output: &mut std::fs::File, opts: &Options) -> Result<u64> {
+    let src = Source::file(input)?;
+    let len = pool(opts.threads)?.install(|| compress_source(src, &opts.clamped(), None, None, output))?;
+    output.set_len(len)?;
+    if input.metadata()?.len() != src.len() {
+        return Err(Error::invalid("the input file changed size while it was compressed"));
+    }
+    Ok(len)
+}
+
+/// Learns a production prior from a checkpoint: the programs that a wider search picks on a
+/// stratified sample of its tensors (what [`crate::PriorSource::Learn`] does before choosing
+/// programs).
+pub fn learn_prior(input: &[u8], opts: &Options) -> Result<Prior> {
+    let opts = opts.clamped();
+    pool(opts.threads)?.install(|| compress::learn_prior(input, &opts))
+}
+
+/// Like [`compress`], but lets the caller impose programs (used to build golden archives that
+/// exercise every operator, and by tests). A program that does not apply to its tensor is an
+/// error.
+pub fn compress_with_programs(input: &[u8], opts: &Options, programs: ProgramOverride) -> Result<Vec<u8>> {
+    pool(opts.threads)?.install(|| compress_in_memory(input, &opts.clamped(), Some(programs), None))
+}
+
+/// [`compress_with_programs`] against a reference.
+pub fn compress_with_programs_and_ref(
+    input: &[u8],
+    reference: &[u8],
+    opts: &Options,
+    programs: ProgramOverride,
+) -> Result<Vec<u8>> {
+    let r = load_reference(reference)?;
+    pool(opts.threads)?.install(|| compress_in_memory(input, &opts.clamped(), Some(programs), Some(&r)))
+}
+
+/// Decompresses a whole archive with default options.
+pub fn decompress(archive: &[u8]) -> Result<Vec<u8>> {
+    decompress_with(archive, &DecodeOptions::default())
+}
+
+/// Decompresses a whole archive.
+pub fn decompress_with(archive: &[u8], opts: &DecodeOptions) -> Result<Vec<u8>> {
+    Archive::open_with_limit(archive, opts.memory_limit)?.decompress(opts)
+}
+
+/// Decompresses an archive made with [`compress_with_ref`]; `reference` is the same reference
+/// (a safetensors or GGUF file, or a Brevis archive of it). A missing, truncated or different
+/// reference is an error that names what the archive expects.
+pub fn decompress_with_ref(archive: &[u8], reference: &[u8], opts: &DecodeOptions) -> Result<Vec<u8>> {
+    let mut a = Archive::open_with_limit(archive, opts.memory_limit)?;
+    a.set_reference(reference)?;
+    a.decompress(opts)
+}
+
+/// Decompresses the archive file `archive` into `output`, writing the original sequentially,
+/// with memory bounded by about `threads x chunk size` (and `opts.memory_limit`) plus the index,
+/// whatever the file size: the footer and the index are read first, then chunks are decoded a
+/// batch at a time in file order. With `opts.verify`, the whole-file checksum is computed as the
+/// bytes go out (a mismatch is an error after they are written: write to a temporary file).
+/// Returns the original's length. The original's recorded mode and modification time are the
+/// caller's to apply: open the archive with [`Archive::open_file`] to read
+/// [`Archive::file_meta`] and decode with [`Archive::decompress_to`].
+pub fn decompress_file(archive: &std::fs::File, output: &mut dyn std::io::Write, opts: &DecodeOptions) -> Result<u64> {
+    let a = Archive::open_file(archive, opts.memory_limit)?;
+    a.decompress_to(output, opts)
+}
