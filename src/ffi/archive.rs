@@ -36,7 +36,7 @@ pub struct brevis_tensor_info {
     /// tensor, its ggml type name: "F32", "F16", "BF16", "F64", "I8", "I16", "I32", "I64" (the
     /// same strings as the safetensors dtypes of the same layout), "Q4_0", "Q4_1", "Q5_0",
     /// "Q5_1", "Q8_0", "Q8_1", "Q2_K" to "Q8_K", "IQ2_XXS", ..., "TQ1_0", "TQ2_0", "MXFP4",
-    /// "NVFP4", "Q1_0" (ggml's names), or "GGML_TYPE_<id>" for a type id this library does not
+    /// "NVFP4", "Q1_0" (ggml's names), or `"GGML_TYPE_<id>"` for a type id this library does not
     /// know; `brevis_archive_gguf_tensor_info` gives the type id itself.
     pub dtype: *const c_char,
     /// Number of dimensions, and the `ndim` dimensions (NULL when `ndim` is 0), slowest first,

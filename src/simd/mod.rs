@@ -144,12 +144,14 @@ pub fn unpack_u8_at(isa: Isa, data: &[u8], bits: u32, out: &mut [u8]) {
 
 /// Packs byte values of `bits` bits (1..=8, values below `2^bits`) LSB-first, appended to `out`
 /// (the inverse of [`unpack_u8`]; the same bytes as `coder::pack`).
+#[inline]
 pub fn pack_u8(values: &[u8], bits: u32, out: &mut Vec<u8>) {
     pack_u8_at(isa(), values, bits, out)
 }
 
 /// [`pack_u8`] at a given level (lowered to what the CPU has): from the AVX2 level, one BMI2
 /// `pext` per eight values, else eight values at a time by shifts and masks.
+#[inline]
 pub fn pack_u8_at(isa: Isa, values: &[u8], bits: u32, out: &mut Vec<u8>) {
     assert!((1..=8).contains(&bits));
     #[cfg(target_arch = "x86_64")]

@@ -66,7 +66,7 @@ impl Prior {
     }
 
     /// Counts one use of production `label` in context `ctx`.
-    pub fn observe(&mut self, ctx: &Context, label: &str, weight: f64) {
+    pub(crate) fn observe(&mut self, ctx: &Context, label: &str, weight: f64) {
         if self.counts.len() != LEVELS.len() {
             self.counts = vec![BTreeMap::new(); LEVELS.len()];
         }
@@ -101,7 +101,7 @@ impl Prior {
     /// coarser level that has counts, and that one with the uniform distribution (each time
     /// Witten-Bell: the coarser estimate weighs as much as the number of distinct productions
     /// seen, plus one); a floor keeps every production possible.
-    pub fn probabilities(&self, ctx: &Context, labels: &[String]) -> Vec<f64> {
+    pub(crate) fn probabilities(&self, ctx: &Context, labels: &[String]) -> Vec<f64> {
         let n = labels.len();
         if n == 0 {
             return Vec::new();

@@ -92,7 +92,7 @@
 //!
 //! # Where the code is
 //!
-//! * `model`: the table part of the wire form ([`Spec`](model::Spec)), its reader and writer,
+//! * `model`: the table part of the wire form (`Spec`), its reader and writer,
 //!   and the frequencies both sides rebuild from it (`normalize`, `build_model`).
 //! * `plan`: the encoder's choice of tables (escape threshold, resolution, precision, context
 //!   classes) from the block's counts.

@@ -372,7 +372,7 @@ impl VecTable {
 
 /// Encodes `symbols` (values < 2^16) as one self-delimiting block appended to `out`.
 /// `Err(Error::Invalid(..))` when the block cannot be coded by this coder (more than
-/// [`MAX_SYMBOLS`] distinct symbols); the caller then uses another leaf.
+/// [`MAX_SYMBOLS`](super::MAX_SYMBOLS) distinct symbols); the caller then uses another leaf.
 pub fn encode(symbols: &[u16], ctx: Ctx, out: &mut Vec<u8>) -> Result<()> {
     encode_at(crate::simd::isa(), symbols, ctx, out)
 }
