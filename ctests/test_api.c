@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 static int passed, failed;
 
@@ -584,6 +585,47 @@ static void test_files(const char *path, const unsigned char *orig, size_t n, co
     remove(back);
 }
 
+/* brevis_decompress_file_to_memfd: the original in an anonymous in-memory file, complete and sealed
+ * against writes and size changes, also read through /proc/self/fd/N (what llama.cpp opens); on an
+ * error *fd_out is unchanged. */
+static void test_memfd(const char *path, const unsigned char *orig, size_t n, const char *tmp) {
+    char arc[4096], missing[4096], proc[64];
+    snprintf(arc, sizeof arc, "%s/c-api-memfd.brv", tmp);
+    snprintf(missing, sizeof missing, "%s/does-not-exist/x", tmp);
+    brevis_options *o = brevis_options_new();
+    EXPECT(BREVIS_OK, brevis_options_set(o, BREVIS_OPTION_PRESERVE, 0));
+    EXPECT(BREVIS_OK, brevis_compress_file(path, arc, o));
+    int fd = -7;
+    EXPECT(BREVIS_OK, brevis_decompress_file_to_memfd(arc, NULL, &fd));
+    CHECK(fd >= 0);
+    if (fd >= 0) {
+        unsigned char *back = malloc(n + 1);
+        size_t got = 0;
+        ssize_t r;
+        while (back != NULL && got <= n && (r = pread(fd, back + got, n + 1 - got, (off_t)got)) > 0) got += (size_t)r;
+        CHECK(back != NULL && got == n && memcmp(back, orig, n) == 0);
+        free(back);
+        CHECK(pwrite(fd, "x", 1, 0) < 0); /* sealed */
+        CHECK(ftruncate(fd, 0) < 0);
+        snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+        size_t m = 0;
+        unsigned char *again = read_file(proc, &m);
+        CHECK(again != NULL && m == n && memcmp(again, orig, n) == 0);
+        free(again);
+        close(fd);
+    }
+    fd = -7;
+    EXPECT(BREVIS_ERROR_IO, brevis_decompress_file_to_memfd(missing, NULL, &fd));
+    EXPECT(BREVIS_ERROR_CORRUPT, brevis_decompress_file_to_memfd(path, NULL, &fd)); /* not an archive */
+    EXPECT(BREVIS_OK, brevis_options_set(o, BREVIS_OPTION_MEMORY_LIMIT, (int64_t)n - 1));
+    EXPECT(BREVIS_ERROR_LIMIT, brevis_decompress_file_to_memfd(arc, o, &fd));
+    EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_decompress_file_to_memfd(NULL, NULL, &fd));
+    CHECK(fd == -7);
+    EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_decompress_file_to_memfd(arc, NULL, NULL));
+    brevis_options_free(o);
+    remove(arc);
+}
+
 /* Whether `path` has permission bits `mode` and, when `mtime` is not 0, that modification time. */
 static int attrs_are(const char *path, mode_t mode, time_t mtime) {
     struct stat st;
@@ -690,6 +732,7 @@ int main(int argc, char **argv) {
     test_archive_with_options(orig, arc, size);
     test_reference(orig, n);
     test_files(argv[1], orig, n, argv[2]);
+    test_memfd(argv[1], orig, n, argv[2]);
     test_preserve(orig, n, argv[2]);
     if (release) {
         /* No test hook in a release library: its key is unknown. */

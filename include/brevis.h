@@ -449,6 +449,26 @@ int brevis_compress_file(const char *src_path, const char *dst_path, const brevi
 int brevis_decompress_file(const char *src_path, const char *dst_path, const brevis_options *opts);
 
 /**
+ * Decompresses the archive at `src_path` into a new anonymous in-memory file (Linux
+ * `memfd_create`) and gives its descriptor in `*fd_out`: the original's only copy, never on disk.
+ * The file is complete, every checksum verified, and sealed against writes and size changes
+ * (`F_SEAL_WRITE`, `F_SEAL_GROW`, `F_SEAL_SHRINK`). A runtime that opens models by path opens
+ * `/proc/self/fd/N` (N = `*fd_out`) and maps the same pages: llama.cpp's
+ * `llama_model_load_from_file` loads a `.gguf.brv` so, in about the memory of the model
+ * (`bindings/cpp/brevis_llama.hpp` does it for llama.cpp programs). The descriptor is
+ * close-on-exec; `close` it when done (a mapping of the file keeps its pages alive). The
+ * original's size must be within `BREVIS_OPTION_MEMORY_LIMIT`; an archive made against a
+ * reference is refused (`BREVIS_ERROR_INVALID_ARGUMENT`). On an error `*fd_out` is unchanged
+ * and nothing is left open. Linux only: elsewhere `BREVIS_ERROR_UNSUPPORTED`. `opts` NULL uses
+ * the defaults.
+ *
+ * # Safety
+ * `src_path` must be a NUL-terminated string, `fd_out` valid for a write of an `int`, `opts`
+ * NULL or a live handle.
+ */
+int brevis_decompress_file_to_memfd(const char *src_path, const brevis_options *opts, int *fd_out);
+
+/**
  * Opens the archive `src[0..src_size)`, checking its header and index, and sets `*out` to a new
  * handle (free it with `brevis_archive_free`). The handle borrows `src`: it must stay valid and
  * unchanged until the handle is freed. No tensor data is decoded here. The handle has the

@@ -280,6 +280,48 @@ impl<'a> Archive<'a> {
         Ok(out)
     }
 
+    /// Rebuilds the whole original file in a new anonymous in-memory file (Linux
+    /// `memfd_create`, named `name`) and returns it: the original's only copy, never on disk.
+    /// The file is sealed against writes and size changes once it is complete; a runtime that
+    /// opens models by path (llama.cpp's `llama_model_load_from_file`) opens `/proc/self/fd/N`
+    /// of its descriptor and maps the same pages, so loading a model from an archive takes about
+    /// the memory of the model itself. The descriptor is close-on-exec. Every checksum is verified
+    /// as by [`Archive::decompress_into`] (with `opts.verify`, the whole file's too); the
+    /// original's size must be within `opts.memory_limit`. On an error the file is closed and
+    /// its memory freed.
+    #[cfg(target_os = "linux")]
+    pub fn decompress_to_memfd(&self, name: &str, opts: &DecodeOptions) -> Result<std::fs::File> {
+        use std::os::fd::FromRawFd;
+        let size = self.index.original_size;
+        if size > opts.memory_limit {
+            return Err(Error::Limit(format!(
+                "the original has {size} bytes, above the memory limit of {} bytes",
+                opts.memory_limit
+            )));
+        }
+        let name = std::ffi::CString::new(name.replace('\0', "_")).expect("no NUL left in the name");
+        // SAFETY: `name` is NUL-terminated; the flags are valid.
+        let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error().into());
+        }
+        // SAFETY: `fd` was just created and is owned by nothing else.
+        let file = unsafe { std::fs::File::from_raw_fd(fd) };
+        file.set_len(size)?;
+        if size > 0 {
+            // SAFETY: the memfd is this function's alone until it returns (no other process or
+            // mapping can change it meanwhile).
+            let mut map = unsafe { memmap2::MmapMut::map_mut(&file) }?;
+            self.decompress_into(&mut map, opts)?;
+        }
+        let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE | libc::F_SEAL_SEAL;
+        // SAFETY: `fd` is open (owned by `file`); the mapping above is gone.
+        if unsafe { libc::fcntl(fd, libc::F_ADD_SEALS, seals) } < 0 {
+            return Err(std::io::Error::last_os_error().into());
+        }
+        Ok(file)
+    }
+
     /// Rebuilds the whole original file into `out` (exactly its size): residue spans are
     /// copied, then every chunk is decoded into its own part of `out`, in parallel.
     pub fn decompress_into(&self, out: &mut [u8], opts: &DecodeOptions) -> Result<()> {

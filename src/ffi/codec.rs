@@ -360,6 +360,53 @@ pub unsafe extern "C" fn brevis_decompress_file(
     }
 }
 
+/// Decompresses the archive at `src_path` into a new anonymous in-memory file (Linux
+/// `memfd_create`) and gives its descriptor in `*fd_out`: the original's only copy, never on disk.
+/// The file is complete, every checksum verified, and sealed against writes and size changes
+/// (`F_SEAL_WRITE`, `F_SEAL_GROW`, `F_SEAL_SHRINK`). A runtime that opens models by path opens
+/// `/proc/self/fd/N` (N = `*fd_out`) and maps the same pages: llama.cpp's
+/// `llama_model_load_from_file` loads a `.gguf.brv` so, in about the memory of the model
+/// (`bindings/cpp/brevis_llama.hpp` does it for llama.cpp programs). The descriptor is
+/// close-on-exec; `close` it when done (a mapping of the file keeps its pages alive). The
+/// original's size must be within `BREVIS_OPTION_MEMORY_LIMIT`; an archive made against a
+/// reference is refused (`BREVIS_ERROR_INVALID_ARGUMENT`). On an error `*fd_out` is unchanged
+/// and nothing is left open. Linux only: elsewhere `BREVIS_ERROR_UNSUPPORTED`. `opts` NULL uses
+/// the defaults.
+///
+/// # Safety
+/// `src_path` must be a NUL-terminated string, `fd_out` valid for a write of an `int`, `opts`
+/// NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn brevis_decompress_file_to_memfd(
+    src_path: *const c_char,
+    opts: *const brevis_options,
+    fd_out: *mut c_int,
+) -> c_int {
+    // SAFETY: the caller's contract is `entry`'s.
+    unsafe {
+        entry(PathIn(src_path), Ref(fd_out), opts, |src, fd_out, o| {
+            #[cfg(target_os = "linux")]
+            {
+                use std::os::fd::IntoRawFd;
+                let (input, _) = open_input(&src)?;
+                let a = Archive::open_file(&input, o.decode.memory_limit)?;
+                if a.needs_reference() {
+                    return Err(BREVIS_ERROR_INVALID_ARGUMENT);
+                }
+                let stem = src.file_name().map(|n| n.to_string_lossy().trim_end_matches(".brv").to_string());
+                let file = a.decompress_to_memfd(&format!("brevis:{}", stem.unwrap_or_default()), &o.decode)?;
+                *fd_out = file.into_raw_fd();
+                Ok(())
+            }
+            #[cfg(not(target_os = "linux"))]
+            {
+                let _ = (src, fd_out, o);
+                Err(BREVIS_ERROR_UNSUPPORTED)
+            }
+        })
+    }
+}
+
 /// The safetensors builder of the integration tests (one builder for every test).
 #[cfg(test)]
 #[path = "../../tests/support/st.rs"]

@@ -1,0 +1,230 @@
+// Runs a prompt in llama.cpp from a GGUF model or a Brevis archive of one (`.gguf.brv`), with
+// greedy sampling, and prints the prompt and the generated text to stdout as llama.cpp's own
+// `llama-simple` does. The archive is decoded into memory, never to disk
+// (`brevis_llama::load_model`, bindings/cpp/brevis_llama.hpp).
+//
+//   llama_run MODEL [-n N] [-t THREADS] [--ignore-eog] [--logits FILE] [--tokens FILE] [PROMPT...]
+//
+//   -n N           tokens to generate (default 32; fewer when the model ends the text)
+//   --ignore-eog   go on after an end-of-generation token (exactly N tokens)
+//   -t THREADS     llama.cpp's threads (default: llama.cpp's)
+//   --logits FILE  write the logits of the first step (the vocabulary's floats, native order)
+//   --tokens FILE  write the generated token ids, one per line
+//
+// On stderr: how long the model took to be ready and the first token to come, from the start of
+// the program (what a user waits for), in milliseconds, and the process's peak RSS (VmHWM).
+//
+// Build (README.md, "Use with llama.cpp"):
+//   c++ -std=c++17 -O2 bindings/cpp/llama_run.cpp -Iinclude -I<llama.cpp>/include -I<llama.cpp>/ggml/include
+//       -Ltarget/release -L<llama.cpp build>/bin -lbrevis -lllama -lggml -lggml-base -o llama_run
+#include "brevis_llama.hpp"
+
+#include <chrono>
+#include <clocale>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+int usage(const char *argv0) {
+    std::fprintf(stderr, "usage: %s MODEL [-n N] [-t THREADS] [--ignore-eog] [--logits FILE] [--tokens FILE] [PROMPT...]\n",
+                 argv0);
+    return 2;
+}
+
+// The text of one token, as llama-simple prints it.
+bool piece(const llama_vocab *vocab, llama_token id, std::string &out) {
+    char buf[256];
+    int n = llama_token_to_piece(vocab, id, buf, sizeof buf, 0, true);
+    if (n < 0) {
+        return false;
+    }
+    out.assign(buf, n);
+    return true;
+}
+
+struct Args {
+    std::string model;
+    std::string prompt = "Hello my name is";
+    int n_predict = 32;
+    int threads = 0;
+    bool ignore_eog = false;
+    std::string logits_path;
+    std::string tokens_path;
+};
+
+bool parse(int argc, char **argv, Args &a) {
+    if (argc < 2) {
+        return false;
+    }
+    a.model = argv[1];
+    int i = 2;
+    for (; i < argc; i++) {
+        std::string k = argv[i];
+        if (k == "--ignore-eog") {
+            a.ignore_eog = true;
+        } else if ((k == "-n" || k == "-t" || k == "--logits" || k == "--tokens") && i + 1 < argc) {
+            std::string v = argv[++i];
+            if (k == "-n") {
+                a.n_predict = std::atoi(v.c_str());
+            } else if (k == "-t") {
+                a.threads = std::atoi(v.c_str());
+            } else if (k == "--logits") {
+                a.logits_path = v;
+            } else {
+                a.tokens_path = v;
+            }
+        } else {
+            break;  // the prompt starts here
+        }
+    }
+    if (i < argc) {
+        a.prompt = argv[i++];
+        for (; i < argc; i++) {
+            a.prompt += " ";
+            a.prompt += argv[i];
+        }
+    }
+    return a.n_predict > 0;
+}
+
+// The process's peak resident set (VmHWM of /proc/self/status), in kB; 0 when unknown.
+long peak_rss_kb() {
+    FILE *f = std::fopen("/proc/self/status", "r");
+    long kb = 0;
+    char line[256];
+    while (f != nullptr && std::fgets(line, sizeof line, f) != nullptr) {
+        if (std::strncmp(line, "VmHWM:", 6) == 0) {
+            kb = std::atol(line + 6);
+        }
+    }
+    if (f != nullptr) {
+        std::fclose(f);
+    }
+    return kb;
+}
+
+bool write_logits(const std::string &path, const float *logits, int n) {
+    FILE *f = std::fopen(path.c_str(), "wb");
+    if (f == nullptr) {
+        return false;
+    }
+    bool ok = std::fwrite(logits, sizeof(float), n, f) == static_cast<size_t>(n);
+    return std::fclose(f) == 0 && ok;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    const Clock::time_point t0 = Clock::now();
+    std::setlocale(LC_NUMERIC, "C");
+    Args args;
+    if (!parse(argc, argv, args)) {
+        return usage(argv[0]);
+    }
+
+    llama_backend_init();
+    llama_model_params mparams = llama_model_default_params();
+    const char *error = nullptr;
+    llama_model *model = brevis_llama::load_model(args.model.c_str(), mparams, nullptr, &error);
+    if (model == nullptr) {
+        std::fprintf(stderr, "llama_run: %s: %s\n", args.model.c_str(), error);
+        return 1;
+    }
+    const double ready_ms = ms_since(t0);
+    const llama_vocab *vocab = llama_model_get_vocab(model);
+
+    const int n_prompt = -llama_tokenize(vocab, args.prompt.c_str(), args.prompt.size(), nullptr, 0, true, true);
+    std::vector<llama_token> tokens(n_prompt);
+    if (llama_tokenize(vocab, args.prompt.c_str(), args.prompt.size(), tokens.data(), tokens.size(), true, true) < 0) {
+        std::fprintf(stderr, "llama_run: cannot tokenize the prompt\n");
+        return 1;
+    }
+
+    llama_context_params cparams = llama_context_default_params();
+    cparams.n_ctx = n_prompt + args.n_predict - 1;  // as llama-simple: the last token is not decoded
+    cparams.n_batch = n_prompt;
+    if (args.threads > 0) {
+        cparams.n_threads = args.threads;
+        cparams.n_threads_batch = args.threads;
+    }
+    llama_context *ctx = llama_init_from_model(model, cparams);
+    if (ctx == nullptr) {
+        std::fprintf(stderr, "llama_run: cannot create the context\n");
+        return 1;
+    }
+    llama_sampler *smpl = llama_sampler_chain_init(llama_sampler_chain_default_params());
+    llama_sampler_chain_add(smpl, llama_sampler_init_greedy());
+
+    std::string text;
+    for (llama_token id : tokens) {
+        if (!piece(vocab, id, text)) {
+            std::fprintf(stderr, "llama_run: cannot print a prompt token\n");
+            return 1;
+        }
+        std::fputs(text.c_str(), stdout);
+    }
+
+    std::vector<llama_token> generated;
+    double first_ms = 0;
+    llama_batch batch = llama_batch_get_one(tokens.data(), n_prompt);
+    llama_token next = 0;
+    for (int step = 0; step < args.n_predict; step++) {
+        if (llama_decode(ctx, batch) != 0) {
+            std::fprintf(stderr, "llama_run: decoding failed at step %d\n", step);
+            return 1;
+        }
+        if (step == 0 && !args.logits_path.empty()) {
+            const float *logits = llama_get_logits_ith(ctx, -1);
+            if (logits == nullptr || !write_logits(args.logits_path, logits, llama_vocab_n_tokens(vocab))) {
+                std::fprintf(stderr, "llama_run: cannot write %s\n", args.logits_path.c_str());
+                return 1;
+            }
+        }
+        next = llama_sampler_sample(smpl, ctx, -1);
+        if (step == 0) {
+            first_ms = ms_since(t0);
+        }
+        if (!args.ignore_eog && llama_vocab_is_eog(vocab, next)) {
+            break;
+        }
+        generated.push_back(next);
+        if (!piece(vocab, next, text)) {
+            std::fprintf(stderr, "llama_run: cannot print a token\n");
+            return 1;
+        }
+        std::fputs(text.c_str(), stdout);
+        std::fflush(stdout);
+        batch = llama_batch_get_one(&next, 1);
+    }
+    std::fputs("\n", stdout);
+
+    if (!args.tokens_path.empty()) {
+        FILE *f = std::fopen(args.tokens_path.c_str(), "w");
+        bool ok = f != nullptr;
+        for (size_t i = 0; ok && i < generated.size(); i++) {
+            ok = std::fprintf(f, "%d\n", generated[i]) > 0;
+        }
+        if (f == nullptr || std::fclose(f) != 0 || !ok) {
+            std::fprintf(stderr, "llama_run: cannot write %s\n", args.tokens_path.c_str());
+            return 1;
+        }
+    }
+    std::fprintf(stderr, "llama_run: model ready at %.1f ms, first token at %.1f ms, %zu tokens, peak RSS %ld kB\n",
+                 ready_ms, first_ms, generated.size(), peak_rss_kb());
+
+    llama_sampler_free(smpl);
+    llama_free(ctx);
+    llama_model_free(model);
+    llama_backend_free();
+    return 0;
+}
