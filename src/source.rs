@@ -79,11 +79,7 @@ impl<'a> Source<'a> {
         self.check(start, len)?;
         match *self {
             Source::Memory(b) => Ok(Cow::Borrowed(&b[start as usize..start as usize + len])),
-            Source::File { file, .. } => {
-                let mut buf = vec![0u8; len];
-                read_exact_at(file, &mut buf, start).map_err(read_error)?;
-                Ok(Cow::Owned(buf))
-            }
+            Source::File { file, .. } => Ok(Cow::Owned(read_new(file, start, len).map_err(read_error)?)),
         }
     }
 }
@@ -92,6 +88,42 @@ fn read_error(e: std::io::Error) -> Error {
     match e.kind() {
         std::io::ErrorKind::UnexpectedEof => Error::invalid("the input file became shorter while it was read"),
         _ => Error::Io(e),
+    }
+}
+
+/// `len` bytes of `file` from `offset`, into a new vector (read straight into its capacity: no
+/// zero fill first, on Unix).
+fn read_new(file: &File, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsRawFd;
+        let mut buf: Vec<u8> = Vec::with_capacity(len);
+        let mut done = 0;
+        while done < len {
+            let at = libc::off_t::try_from(offset + done as u64).map_err(|_| std::io::ErrorKind::InvalidInput)?;
+            // SAFETY: the destination is the vector's capacity past `done` (`len - done` bytes,
+            // allocated above); `pread` writes at most that many bytes there.
+            let got = unsafe { libc::pread(file.as_raw_fd(), buf.as_mut_ptr().add(done).cast(), len - done, at) };
+            match got {
+                0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+                n if n > 0 => done += n as usize,
+                _ => {
+                    let e = std::io::Error::last_os_error();
+                    if e.kind() != std::io::ErrorKind::Interrupted {
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        // SAFETY: `pread` wrote all `len` bytes (the loop ends only when `done == len`).
+        unsafe { buf.set_len(len) };
+        Ok(buf)
+    }
+    #[cfg(not(unix))]
+    {
+        let mut buf = vec![0u8; len];
+        read_exact_at(file, &mut buf, offset)?;
+        Ok(buf)
     }
 }
 

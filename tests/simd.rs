@@ -146,6 +146,28 @@ fn to_runs_every_level() {
     }
 }
 
+/// `from_runs` at every level is the definition's inverse of `to_runs`: word `32 t + j` of the
+/// coded order goes back to place `r j + t`, the last `n - 32 r` words stay.
+#[test]
+fn from_runs_every_level() {
+    for isa in simd::available() {
+        for n in [0, 1, 31, 32, 33, 32 * 15 + 5, 32 * 16, 32 * 16 + 31, 32 * 17, 32 * 48 + 3, 100_003] {
+            let coded: Vec<u16> = values(n as u64 + 7, n, 16).into_iter().map(|v| v as u16).collect();
+            let r = n / 32;
+            let mut want = coded.clone();
+            for (i, w) in want.iter_mut().enumerate().take(32 * r) {
+                *w = coded[32 * (i % r) + i / r];
+            }
+            let mut got = vec![0u16; n];
+            simd::from_runs_at(isa, &coded, &mut got);
+            assert!(got == want, "isa {isa:?} n {n}");
+            let mut back = vec![0u16; n];
+            simd::to_runs_at(isa, &got, &mut back);
+            assert!(back == coded, "isa {isa:?} n {n}: not the inverse of to_runs");
+        }
+    }
+}
+
 proptest! {
     #[test]
     fn unpack_matches_scalar(bits in 1u32..=16, n in 0usize..300, seed in any::<u64>()) {

@@ -155,10 +155,58 @@ impl super::RunWord for u16 {
     }
 }
 
+/// The 16 x 16 matrix of 16-bit words whose row `i` is `a[i]`, transposed: row `k` of the result
+/// holds word `k` of every row of `a`. Three rounds of unpacks within the 128-bit halves, then one
+/// exchange of halves.
+#[inline(always)]
+unsafe fn transpose16(a: &[__m256i; 16]) -> [__m256i; 16] {
+    // SAFETY (the whole body): AVX2 is enabled in every caller (target_feature functions that
+    // inline this one).
+    unsafe {
+        let s1: [__m256i; 16] = std::array::from_fn(|i| {
+            let (p, q) = (a[2 * (i % 8)], a[2 * (i % 8) + 1]);
+            if i < 8 {
+                _mm256_unpacklo_epi16(p, q)
+            } else {
+                _mm256_unpackhi_epi16(p, q)
+            }
+        });
+        // s1[p] (p < 8): words 0..4 of each half, rows 2p and 2p + 1 interleaved; s1[8 + p]: words 4..8.
+        let s2: [__m256i; 16] = std::array::from_fn(|i| {
+            let (g, q) = (i / 8, (i % 8) / 2);
+            let (p, o) = (s1[8 * g + 2 * q], s1[8 * g + 2 * q + 1]);
+            if i % 2 == 0 {
+                _mm256_unpacklo_epi32(p, o)
+            } else {
+                _mm256_unpackhi_epi32(p, o)
+            }
+        });
+        // s2[8 g + 2 q + h]: words 4 g + 2 h and 4 g + 2 h + 1 of rows 4 q..4 q + 4.
+        let s3: [__m256i; 16] = std::array::from_fn(|i| {
+            // Word `k` (0..8) of rows 8 m..8 m + 8.
+            let (k, m) = (i / 2, i % 2);
+            let (g, h, lo) = (k / 4, (k % 4) / 2, k % 2 == 0);
+            let (p, o) = (s2[8 * g + 2 * (2 * m) + h], s2[8 * g + 2 * (2 * m + 1) + h]);
+            if lo {
+                _mm256_unpacklo_epi64(p, o)
+            } else {
+                _mm256_unpackhi_epi64(p, o)
+            }
+        });
+        std::array::from_fn(|k| {
+            let (p, o) = (s3[2 * (k % 8)], s3[2 * (k % 8) + 1]);
+            if k < 8 {
+                _mm256_permute2x128_si256::<0x20>(p, o)
+            } else {
+                _mm256_permute2x128_si256::<0x31>(p, o)
+            }
+        })
+    }
+}
+
 /// [`super::to_runs`] on whole blocks of 16 steps: 16 words of each of 16 runs are one 16 x 16
-/// matrix of 16-bit words, transposed by three rounds of unpacks within the 128-bit halves and
-/// one exchange of halves (two matrices per block of 32 runs). Returns the steps done (the rest
-/// go to the scalar kernel).
+/// matrix of 16-bit words, transposed ([`transpose16`]; two matrices per block of 32 runs).
+/// Returns the steps done (the rest go to the scalar kernel).
 ///
 /// # Safety
 /// The CPU must support AVX2; `y` is as long as `x`.
@@ -175,45 +223,41 @@ pub unsafe fn to_runs<T: super::RunWord>(x: &[T], y: &mut [u16]) -> usize {
             // write its half `16 half..16 (half + 1)`, within `32 r <= y.len()`.
             unsafe {
                 let a: [__m256i; 16] = std::array::from_fn(|i| T::load16(x.as_ptr().add(r * (16 * half + i) + t0)));
-                let s1: [__m256i; 16] = std::array::from_fn(|i| {
-                    let (p, q) = (a[2 * (i % 8)], a[2 * (i % 8) + 1]);
-                    if i < 8 {
-                        _mm256_unpacklo_epi16(p, q)
-                    } else {
-                        _mm256_unpackhi_epi16(p, q)
-                    }
-                });
-                // s1[p] (p < 8): words 0..4 of each half, runs 2p and 2p + 1 interleaved;
-                // s1[8 + p]: words 4..8.
-                let s2: [__m256i; 16] = std::array::from_fn(|i| {
-                    let (g, q) = (i / 8, (i % 8) / 2);
-                    let (p, o) = (s1[8 * g + 2 * q], s1[8 * g + 2 * q + 1]);
-                    if i % 2 == 0 {
-                        _mm256_unpacklo_epi32(p, o)
-                    } else {
-                        _mm256_unpackhi_epi32(p, o)
-                    }
-                });
-                // s2[8 g + 2 q + h]: words 4 g + 2 h and 4 g + 2 h + 1 of runs 4 q..4 q + 4.
-                let s3: [__m256i; 16] = std::array::from_fn(|i| {
-                    // Word `k` (0..8) of runs 8 m..8 m + 8.
-                    let (k, m) = (i / 2, i % 2);
-                    let (g, h, lo) = (k / 4, (k % 4) / 2, k % 2 == 0);
-                    let (p, o) = (s2[8 * g + 2 * (2 * m) + h], s2[8 * g + 2 * (2 * m + 1) + h]);
-                    if lo {
-                        _mm256_unpacklo_epi64(p, o)
-                    } else {
-                        _mm256_unpackhi_epi64(p, o)
-                    }
-                });
-                for k in 0..8 {
-                    let (p, o) = (s3[2 * k], s3[2 * k + 1]);
-                    let base = y.as_mut_ptr().add(LANES * t0 + 16 * half);
-                    _mm256_storeu_si256(base.add(LANES * k) as *mut __m256i, _mm256_permute2x128_si256::<0x20>(p, o));
-                    _mm256_storeu_si256(
-                        base.add(LANES * (k + 8)) as *mut __m256i,
-                        _mm256_permute2x128_si256::<0x31>(p, o),
-                    );
+                let rows = transpose16(&a);
+                let base = y.as_mut_ptr().add(LANES * t0 + 16 * half);
+                for (k, row) in rows.iter().enumerate() {
+                    _mm256_storeu_si256(base.add(LANES * k) as *mut __m256i, *row);
+                }
+            }
+        }
+    }
+    steps
+}
+
+/// [`super::from_runs`] on whole blocks of 16 steps, the inverse of [`to_runs`]: the block's 16
+/// rows of `y` (a step of 32 lanes each) are two 16 x 16 matrices, whose transposes are 16 words
+/// of each run. Returns the steps done (the rest go to the scalar kernel).
+///
+/// # Safety
+/// The CPU must support AVX2; `x` is as long as `y`.
+#[target_feature(enable = "avx2")]
+pub unsafe fn from_runs(y: &[u16], x: &mut [u16]) -> usize {
+    const LANES: usize = super::RUNS;
+    assert!(y.len() == x.len());
+    let r = y.len() / LANES;
+    let steps = r - r % 16;
+    for t0 in (0..steps).step_by(16) {
+        for half in 0..2 {
+            // SAFETY: row `t` of the block is y[32 (t0 + t)..][..32] and the loads read its half
+            // `16 half..16 (half + 1)`, within `32 r <= y.len()`; run `j < 32` is x[r j..r (j + 1)]
+            // and `t0 + 16 <= r`: every store writes 16 words of one run.
+            unsafe {
+                let base = y.as_ptr().add(LANES * t0 + 16 * half);
+                let a: [__m256i; 16] =
+                    std::array::from_fn(|t| _mm256_loadu_si256(base.add(LANES * t) as *const __m256i));
+                let runs = transpose16(&a);
+                for (k, run) in runs.iter().enumerate() {
+                    _mm256_storeu_si256(x.as_mut_ptr().add(r * (16 * half + k) + t0) as *mut __m256i, *run);
                 }
             }
         }

@@ -216,6 +216,12 @@ pub fn merge_fields<H: Lane, M: Lane, O: Lane>(h: &[H], s: &[u8], m: &[M], lo: u
     scalar::merge_fields(h, s, m, lo, top, out)
 }
 
+/// [`merge_fields`] into a new vector, written once (no zero fill first).
+pub fn merged_fields<H: Lane, M: Lane, O: Lane>(h: &[H], s: &[u8], m: &[M], lo: u32, top: u32) -> Vec<O> {
+    check_merge(h.len(), s.len(), m.len(), h.len());
+    scalar::merged_fields(h, s, m, lo, top)
+}
+
 /// The inverse of two byte planes of words up to 16 bits: `out[i] = hi[i] << shift | lo[i]`.
 pub fn merge_planes16(hi: &[u8], lo: &[u8], shift: u32, out: &mut [u16]) {
     merge_planes16_at(isa(), hi, lo, shift, out)
@@ -267,8 +273,21 @@ pub fn to_runs_at<T: RunWord>(isa: Isa, x: &[T], y: &mut [u16]) {
 /// The inverse of [`to_runs`]: `x[r j + t] = y[32 t + j]`, then the last words; `x` is as long
 /// as `y`.
 pub fn from_runs(y: &[u16], x: &mut [u16]) {
+    from_runs_at(isa(), y, x)
+}
+
+/// [`from_runs`] at a given level.
+pub fn from_runs_at(isa: Isa, y: &[u16], x: &mut [u16]) {
     assert_eq!(x.len(), y.len());
-    scalar::from_runs(y, x)
+    #[cfg(target_arch = "x86_64")]
+    if isa.min(detected()) >= Isa::Avx2 {
+        // SAFETY: AVX2 was detected on this CPU (every level from AVX2 up has it); the lengths
+        // are equal (asserted above).
+        let t0 = unsafe { avx2::from_runs(y, x) };
+        return scalar::from_runs(y, x, t0);
+    }
+    let _ = isa;
+    scalar::from_runs(y, x, 0)
 }
 
 /// [`merge_planes16`] at a given level.

@@ -101,6 +101,15 @@ pub fn merge_fields<H: Lane, M: Lane, O: Lane>(h: &[H], s: &[u8], m: &[M], lo: u
     }
 }
 
+/// See [`super::merged_fields`]: an exact-size iterator, collected in place.
+pub fn merged_fields<H: Lane, M: Lane, O: Lane>(h: &[H], s: &[u8], m: &[M], lo: u32, top: u32) -> Vec<O> {
+    h.iter()
+        .zip(s)
+        .zip(m)
+        .map(|((&h, &s), &m)| O::from_u64(((s as u64) << top) | (h.to_u64() << lo) | m.to_u64()))
+        .collect()
+}
+
 /// See [`super::merge_planes16`].
 pub fn merge_planes(hi: &[u8], lo: &[u8], shift: u32, out: &mut [u16]) {
     for ((o, &h), &l) in out.iter_mut().zip(hi).zip(lo) {
@@ -130,10 +139,10 @@ pub fn to_runs<T: Copy + Into<u16>>(x: &[T], y: &mut [u16], from: usize) {
 
 /// See [`super::from_runs`]: in blocks of 16 steps (1 KiB of `y`), so that the reads stay in L1
 /// while each lane's 16 words are written together.
-pub fn from_runs(y: &[u16], x: &mut [u16]) {
+pub fn from_runs(y: &[u16], x: &mut [u16], from: usize) {
     const LANES: usize = super::RUNS;
     let (n, r) = (y.len(), y.len() / LANES);
-    for t0 in (0..r).step_by(16) {
+    for t0 in (from..r).step_by(16) {
         let tn = 16.min(r - t0);
         let block = &y[LANES * t0..LANES * (t0 + tn)];
         for j in 0..LANES {

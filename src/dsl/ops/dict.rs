@@ -70,17 +70,38 @@ impl Dict {
         Some((vals, idx))
     }
 
+    /// Each index's table word: one pass for the largest index (which must be in the table),
+    /// then a lookup per word in the containers' own types.
     pub fn inverse(&self, ty: Ty, n: usize, parts: Vec<Stream>) -> Result<Stream> {
         let (table, idx) = (&parts[0], &parts[1]);
-        let t = table.len();
-        let mut out = Stream::with_capacity(ty, n);
-        for i in 0..n {
-            let j = idx.get(i) as usize;
-            if j >= t {
-                return Err(Error::corrupt("dict: index out of range"));
-            }
-            out.push(table.get(j));
+        if idx.len() != n {
+            return Err(Error::corrupt("dict: index stream of the wrong length"));
         }
-        Ok(out)
+        let data = match (&table.data, &idx.data) {
+            (Data::U8(t), Data::U8(i)) => lookup(t, i).map(Data::U8),
+            (Data::U8(t), Data::U16(i)) => lookup(t, i).map(Data::U8),
+            (Data::U16(t), Data::U8(i)) => lookup(t, i).map(Data::U16),
+            (Data::U16(t), Data::U16(i)) => lookup(t, i).map(Data::U16),
+            (Data::U32(t), Data::U8(i)) => lookup(t, i).map(Data::U32),
+            (Data::U32(t), Data::U16(i)) => lookup(t, i).map(Data::U32),
+            (Data::U64(t), Data::U8(i)) => lookup(t, i).map(Data::U64),
+            (Data::U64(t), Data::U16(i)) => lookup(t, i).map(Data::U64),
+            _ => return Err(Error::corrupt("dict: indices wider than 16 bits")),
+        };
+        let data = data.ok_or_else(|| Error::corrupt("dict: index out of range"))?;
+        if table.ty != ty {
+            return Err(Error::corrupt("dict: table of another type"));
+        }
+        Ok(Stream { ty, data })
     }
+}
+
+/// `table[i]` for each index, or None when an index is not below the table's length.
+fn lookup<T: Copy, I: Copy + Into<usize>>(table: &[T], idx: &[I]) -> Option<Vec<T>> {
+    let largest = idx.iter().fold(0usize, |m, &j| m.max(j.into()));
+    if !idx.is_empty() && largest >= table.len() {
+        return None;
+    }
+    // SAFETY: every index is at most `largest`, which is below `table.len()` (checked above).
+    Some(idx.iter().map(|&j| unsafe { *table.get_unchecked(j.into()) }).collect())
 }

@@ -68,16 +68,15 @@ impl Fields {
         };
         macro_rules! merge {
             ($out:ident, $o:ty) => {{
-                let mut out = vec![<$o>::default(); n];
-                match (&h.data, &m.data) {
-                    (Data::U8(hv), Data::U8(mv)) => simd::merge_fields(hv, sv, mv, lo, top, &mut out),
-                    (Data::U8(hv), Data::U16(mv)) => simd::merge_fields(hv, sv, mv, lo, top, &mut out),
-                    (Data::U16(hv), Data::U8(mv)) => simd::merge_fields(hv, sv, mv, lo, top, &mut out),
-                    (Data::U16(hv), Data::U16(mv)) => simd::merge_fields(hv, sv, mv, lo, top, &mut out),
-                    (Data::U8(hv), Data::U32(mv)) => simd::merge_fields(hv, sv, mv, lo, top, &mut out),
-                    (Data::U16(hv), Data::U32(mv)) => simd::merge_fields(hv, sv, mv, lo, top, &mut out),
+                let out: Vec<$o> = match (&h.data, &m.data) {
+                    (Data::U8(hv), Data::U8(mv)) => simd::merged_fields(hv, sv, mv, lo, top),
+                    (Data::U8(hv), Data::U16(mv)) => simd::merged_fields(hv, sv, mv, lo, top),
+                    (Data::U16(hv), Data::U8(mv)) => simd::merged_fields(hv, sv, mv, lo, top),
+                    (Data::U16(hv), Data::U16(mv)) => simd::merged_fields(hv, sv, mv, lo, top),
+                    (Data::U8(hv), Data::U32(mv)) => simd::merged_fields(hv, sv, mv, lo, top),
+                    (Data::U16(hv), Data::U32(mv)) => simd::merged_fields(hv, sv, mv, lo, top),
                     _ => return Ok(Stream::from_fn(ty, n, |i| (s.get(i) << top) | (h.get(i) << lo) | m.get(i))),
-                }
+                };
                 return Ok(Stream { ty, data: Data::$out(out) });
             }};
         }

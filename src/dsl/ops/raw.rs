@@ -65,6 +65,14 @@ pub fn unpack_stream(input: &[u8], n: usize, ty: Ty) -> Result<Stream> {
     if bits == 0 {
         return Ok(Stream::from_fn(ty, n, |_| 0));
     }
+    // Whole bytes and 16-bit words are their own packing: taken as they are, with no zero fill.
+    if bits == 8 {
+        return Ok(Stream { ty, data: Data::U8(data.to_vec()) });
+    }
+    if bits == 16 {
+        let words = data.chunks_exact(2).map(|w| u16::from_le_bytes([w[0], w[1]])).collect();
+        return Ok(Stream { ty, data: Data::U16(words) });
+    }
     let mut s = Stream::with_capacity(ty, 0);
     match &mut s.data {
         Data::U8(d) => {
