@@ -465,7 +465,7 @@ pub fn decode_chunk(
 ) -> Result<()> {
     let tensor = &index.tensors[t];
     let ty = Ty::u(tensor.word_bits);
-    if fused::applies(&tensor.program, ty) {
+    if fused::decodes(&tensor.program, ty) {
         // The common float programs decode straight into `out`.
         let chunk = &tensor.chunks[c];
         if out.len() as u64 != chunk.elems.saturating_mul(tensor.word_bytes()) {

@@ -21,6 +21,8 @@ use crate::error::{Error, Result};
 use crate::simd;
 use std::cell::RefCell;
 
+mod word32;
+
 /// Elements merged per block: the unpacked sign and low parts of a block (2 x 4 KiB) stay in L1.
 const BLOCK: usize = 4096;
 
@@ -43,7 +45,14 @@ impl Scratch {
     }
 }
 
-/// Whether [`decode_into`] takes `p` over words of type `ty` (checked before any byte is read).
+/// Whether [`decode_into`] takes `p` over words of type `ty` (checked before any byte is read):
+/// the 16-bit programs of [`applies`], and `fields` over 32-bit floats (`word32`).
+pub fn decodes(p: &Node, ty: Ty) -> bool {
+    applies(p, ty) || word32::applies(p, ty)
+}
+
+/// Whether [`encode_from`] (and [`decode_into`]) takes `p` over words of type `ty` (checked
+/// before any byte is read): the 16-bit programs.
 pub fn applies(p: &Node, ty: Ty) -> bool {
     if ty.bits != 16 {
         return false;
@@ -77,10 +86,13 @@ fn head_leaf(p: &Node) -> bool {
     }
 }
 
-/// Decodes `out.len() / 2` words of type `ty` with program `p` (for which [`applies`] holds)
+/// Decodes the words of type `ty` that fill `out` with program `p` (for which [`decodes`] holds)
 /// from the chunk payload `r`, little-endian into `out`.
 pub fn decode_into(p: &Node, ty: Ty, r: &mut ByteReader, out: &mut [u8]) -> Result<()> {
-    debug_assert!(applies(p, ty));
+    debug_assert!(decodes(p, ty));
+    if ty.bits == 32 {
+        return word32::decode_into(p, r, out);
+    }
     SCRATCH.with(|cell| {
         let Scratch { head, words, parts } = &mut *cell.borrow_mut();
         let aligned = bytemuck::try_cast_slice_mut::<u8, u16>(out).is_ok();

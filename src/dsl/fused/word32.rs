@@ -1,0 +1,204 @@
+//! The fused writer of 32-bit float programs: `fields(e,m,k)[H, S, L]` over 32-bit words (fp32:
+//! `e8 m23`), with `H` an entropy leaf of `e + k <= 16` bits, `S` raw, constant or an entropy
+//! leaf, and `L` (the `m - k` low mantissa bits, more than 8) raw or constant. The head symbols
+//! are decoded into a per-thread buffer; then, a block at a time (the block stays in L1), the
+//! sign and low parts are unpacked and merged with them straight into the caller's buffer. No
+//! stream is allocated; the interpreter writes the same bytes.
+
+use super::{head_leaf, leaf, part, Part, BLOCK, SCRATCH};
+use crate::coder::bitio::ByteReader;
+use crate::coder::packed_len;
+use crate::dsl::{Node, Op, Ty};
+use crate::error::{Error, Result};
+
+/// Whether [`decode_into`] takes `p` over words of type `ty`.
+pub(super) fn applies(p: &Node, ty: Ty) -> bool {
+    let Op::Fields(f) = &p.op else { return false };
+    ty.bits == 32
+        && p.children.len() == 3
+        && 1 + f.exp + f.mant == 32
+        && f.exp + f.k <= 16
+        && f.mant - f.k > 8
+        && head_leaf(&p.children[0])
+        && part(&p.children[1])
+        && matches!(p.children[2].op, Op::Raw(_) | Op::Const(_))
+}
+
+/// The low mantissa part: its packed bytes, or its value.
+enum Low<'a> {
+    Packed(&'a [u8]),
+    Const(u32),
+}
+
+/// Decodes `out.len() / 4` words with `p` (for which [`applies`] holds) from the chunk payload
+/// `r`, little-endian into `out`.
+pub(super) fn decode_into(p: &Node, r: &mut ByteReader, out: &mut [u8]) -> Result<()> {
+    let Op::Fields(f) = &p.op else { return Err(Error::corrupt("fused decode: not a fields program")) };
+    let kids = &p.children;
+    let n = out.len() / 4;
+    let lo = f.mant - f.k;
+    SCRATCH.with(|cell| {
+        let scratch = &mut *cell.borrow_mut();
+        leaf(&kids[0], Ty::u(f.exp + f.k), r.bytes()?, n, &mut scratch.head)?;
+        let [sbuf, _] = &mut scratch.parts;
+        let sign = Part::read(&kids[1], 1, n, r, sbuf)?;
+        let low = match &kids[2].op {
+            Op::Raw(_) => {
+                let b = r.bytes()?;
+                if b.len() != packed_len(n, lo) {
+                    return Err(Error::corrupt("raw leaf: wrong length"));
+                }
+                Low::Packed(b)
+            }
+            Op::Const(c) if c.value <= Ty::u(lo).mask() => Low::Const(c.value as u32),
+            _ => return Err(Error::corrupt("fused decode: the low part is not raw or constant")),
+        };
+        let head = &scratch.head;
+        let (mut s, mut m) = ([0u8; BLOCK], [0u32; BLOCK]);
+        for (block, dst) in out.chunks_mut(4 * BLOCK).enumerate() {
+            let (start, b) = (block * BLOCK, dst.len() / 4);
+            sign.unpack(1, start, &mut s[..b]);
+            match low {
+                Low::Const(v) => m[..b].fill(v),
+                Low::Packed(bytes) => {
+                    // `start` is a multiple of 8, so the block's values start on a byte.
+                    let a = start * lo as usize / 8;
+                    unpack_wide(&bytes[a..a + packed_len(b, lo)], lo, &mut m[..b]);
+                }
+            }
+            let top = f.exp + f.mant;
+            let words = head[start..start + b].iter().zip(&s[..b]).zip(&m[..b]);
+            for (o, ((&h, &s), &m)) in dst.chunks_exact_mut(4).zip(words) {
+                let w = (s as u32) << top | (h as u32) << lo | m;
+                o.copy_from_slice(&w.to_le_bytes());
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Unpacks `out.len()` values of `bits` bits (9..=32) from the LSB-first bit stream `data`
+/// (exactly their packed length): an unaligned 64-bit load per value while eight bytes remain,
+/// the last few from a padded copy.
+fn unpack_wide(data: &[u8], bits: u32, out: &mut [u32]) {
+    debug_assert!((9..=32).contains(&bits) && data.len() == packed_len(out.len(), bits));
+    let mask = ((1u64 << bits) - 1) as u32;
+    let b = bits as usize;
+    // Values whose load `[i b / 8, i b / 8 + 8)` stays inside `data`.
+    let fast = if data.len() >= 8 { ((data.len() - 8) * 8 / b + 1).min(out.len()) } else { 0 };
+    for (i, o) in out[..fast].iter_mut().enumerate() {
+        let bit = i * b;
+        let w = u64::from_le_bytes(data[bit / 8..bit / 8 + 8].try_into().expect("8 bytes"));
+        *o = (w >> (bit % 8)) as u32 & mask;
+    }
+    for (i, o) in out.iter_mut().enumerate().skip(fast) {
+        let bit = i * b;
+        let mut t = [0u8; 8];
+        let rest = &data[bit / 8..];
+        let k = rest.len().min(8);
+        t[..k].copy_from_slice(&rest[..k]);
+        *o = (u64::from_le_bytes(t) >> (bit % 8)) as u32 & mask;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dsl::build::*;
+    use crate::dsl::{Env, Stream};
+
+    /// fp32 bit patterns around 0.05 with a few specials, and the same without signs.
+    fn floats(n: usize, seed: u64) -> [Stream; 2] {
+        let mut s = seed;
+        let x = Stream::from_fn(Ty::u(32), n, |i| {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let v = ((s >> 11) as f64 / (1u64 << 53) as f64 - 0.5) * 0.1 * (1.0 + (i % 7) as f64);
+            match i % 97 {
+                5 => 0x7FC0_0001,
+                6 => 0x8000_0000,
+                _ => (v as f32).to_bits() as u64,
+            }
+        });
+        let pos = Stream::from_fn(Ty::u(32), n, |i| x.get(i) & 0x7FFF_FFFF);
+        [x, pos]
+    }
+
+    /// The fused path gives what the interpreter gives for every head leaf, raw, constant and
+    /// entropy-coded sign parts, raw and constant low parts, k from 0 to 8, odd lengths and
+    /// aligned and misaligned outputs; and on damaged payloads it fails wherever the interpreter
+    /// does.
+    #[test]
+    fn fused_decode_of_fp32_equals_the_interpreter() {
+        let heads = [lanes(), lanes_prev(), lanes_adj(), huffman(), rans(), rans_back(64)];
+        let no_copy = |_: u32| -> Result<Stream> { Err(Error::corrupt("no copy")) };
+        let env = Env::new(0, &no_copy);
+        let mut checked = 0;
+        for n in [1usize, 7, 8, 1000, 4096 + 13, 9000] {
+            for data in &floats(n, n as u64) {
+                for k in [0u32, 2, 5, 8] {
+                    for head in &heads {
+                        for p in [
+                            fields(8, 23, k, [head.clone(), raw(), raw()]),
+                            fields(8, 23, k, [head.clone(), konst(0), raw()]),
+                            fields(8, 23, k, [head.clone(), head.clone(), raw()]),
+                            fields(8, 23, k, [head.clone(), raw(), konst(0)]),
+                        ] {
+                            let mut payload = Vec::new();
+                            if p.encode(data, &[], &mut payload).is_err() {
+                                continue;
+                            }
+                            assert!(applies(&p, Ty::u(32)), "{p}");
+                            let want = p.decode(Ty::u(32), n, &mut ByteReader::new(&payload), &[], &env).unwrap();
+                            let want = want.to_le_bytes();
+                            let mut buf = vec![0u8; 4 * n + 3];
+                            for off in [0usize, 3] {
+                                let out = &mut buf[off..off + 4 * n];
+                                let mut r = ByteReader::new(&payload);
+                                decode_into(&p, &mut r, out).unwrap();
+                                assert!(r.is_empty());
+                                assert_eq!(out, &want[..], "{p} n {n} offset {off}");
+                            }
+                            // Damage: a flipped byte and a cut tail fail (or decode) as the
+                            // interpreter does, never panic.
+                            for at in [payload.len() / 2, payload.len() - 1] {
+                                let mut bad = payload.clone();
+                                bad[at] ^= 0x21;
+                                let i = p
+                                    .decode(Ty::u(32), n, &mut ByteReader::new(&bad), &[], &env)
+                                    .map(|s| s.to_le_bytes());
+                                let mut out = vec![0u8; 4 * n];
+                                let f = decode_into(&p, &mut ByteReader::new(&bad), &mut out).map(|_| out);
+                                assert_eq!(i.is_ok(), f.is_ok(), "{p} n {n}: damaged at {at}");
+                                if let (Ok(i), Ok(f)) = (i, f) {
+                                    assert_eq!(i, f, "{p} n {n}: damaged at {at}");
+                                }
+                            }
+                            let mut out = vec![0u8; 4 * n];
+                            assert!(
+                                decode_into(&p, &mut ByteReader::new(&payload[..payload.len() - 1]), &mut out).is_err()
+                            );
+                            checked += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert!(checked >= 300, "{checked} cases");
+    }
+
+    /// `unpack_wide` reads what `coder::pack` writes, at every width and around the end.
+    #[test]
+    fn unpack_wide_matches_pack() {
+        for bits in 9..=32u32 {
+            for n in [0usize, 1, 7, 8, 9, 63, 64, 65, 1000] {
+                let vals: Vec<u64> =
+                    (0..n as u64).map(|i| (i * 2_654_435_761 + bits as u64) & ((1 << bits) - 1)).collect();
+                let mut packed = Vec::new();
+                crate::coder::pack(vals.iter().copied(), bits, &mut packed);
+                let mut out = vec![0u32; n];
+                unpack_wide(&packed, bits, &mut out);
+                assert!(out.iter().zip(&vals).all(|(&a, &b)| a as u64 == b), "bits {bits} n {n}");
+            }
+        }
+    }
+}
