@@ -37,11 +37,13 @@ struct Scratch {
     head: Vec<u16>,
     words: Vec<u16>,
     parts: [Vec<u16>; 2],
+    /// The bytes of an LZ-coded part (`word32`).
+    bytes: Vec<u8>,
 }
 
 impl Scratch {
     const fn new() -> Scratch {
-        Scratch { head: Vec::new(), words: Vec::new(), parts: [Vec::new(), Vec::new()] }
+        Scratch { head: Vec::new(), words: Vec::new(), parts: [Vec::new(), Vec::new()], bytes: Vec::new() }
     }
 }
 
@@ -94,7 +96,7 @@ pub fn decode_into(p: &Node, ty: Ty, r: &mut ByteReader, out: &mut [u8]) -> Resu
         return word32::decode_into(p, r, out);
     }
     SCRATCH.with(|cell| {
-        let Scratch { head, words, parts } = &mut *cell.borrow_mut();
+        let Scratch { head, words, parts, .. } = &mut *cell.borrow_mut();
         let aligned = bytemuck::try_cast_slice_mut::<u8, u16>(out).is_ok();
         let n = out.len() / 2;
         if !aligned {
@@ -104,7 +106,7 @@ pub fn decode_into(p: &Node, ty: Ty, r: &mut ByteReader, out: &mut [u8]) -> Resu
         let dst: &mut [u16] = if aligned { bytemuck::cast_slice_mut(out) } else { &mut words[..] };
         match &p.op {
             Op::Fields(f) => merge_fields(f, &p.children, r, head, parts, dst)?,
-            Op::BytePlanes(_) => merge_planes(&p.children, r, head, &mut parts[0], dst)?,
+            Op::BytePlanes(_) => merge_planes(&p.children, 16, r, head, &mut parts[0], dst)?,
             // A `lanes` root decodes straight into the output.
             Op::Lanes(l) => l.decode_into(ty, r.bytes()?, dst)?,
             _ => {
@@ -241,31 +243,34 @@ fn merge_fields(
     Ok(())
 }
 
-/// `byteplanes[high, low]` of 16-bit words into `out`: an entropy-coded high byte and a raw,
-/// constant or entropy-coded low byte.
+/// `byteplanes[high, low]` of words of `bits` bits (9..=16) into `out`: an entropy-coded high
+/// byte and a raw, constant or entropy-coded low part of `bits - 8` bits (`head` and `buf` hold
+/// their symbols).
 fn merge_planes(
     kids: &[Node],
+    bits: u32,
     r: &mut ByteReader,
     head: &mut Vec<u16>,
     buf: &mut Vec<u16>,
     out: &mut [u16],
 ) -> Result<()> {
-    let n = out.len();
+    debug_assert!((9..=16).contains(&bits));
+    let (n, sh) = (out.len(), bits - 8);
     leaf(&kids[0], Ty::u(8), r.bytes()?, n, head)?;
-    let low = Part::read(&kids[1], 8, n, r, buf)?;
+    let low = Part::read(&kids[1], sh, n, r, buf)?;
     let mut m = [0u8; BLOCK];
     for start in (0..n).step_by(BLOCK) {
         let b = BLOCK.min(n - start);
         // Raw low bytes are the plane itself; other parts are unpacked a block at a time.
         let lo = match low {
-            Part::Packed(p) => &p[start..start + b],
+            Part::Packed(p) if sh == 8 => &p[start..start + b],
             _ => {
-                low.unpack(8, start, &mut m[..b]);
+                low.unpack(sh, start, &mut m[..b]);
                 &m[..b]
             }
         };
         for ((o, &h), &l) in out[start..start + b].iter_mut().zip(&head[start..start + b]).zip(lo) {
-            *o = h << 8 | l as u16;
+            *o = h << sh | l as u16;
         }
     }
     Ok(())
@@ -280,7 +285,7 @@ pub fn encode_from(p: &Node, ty: Ty, bytes: &[u8], out: &mut Vec<u8>) -> Result<
         return Err(Error::invalid("byte length is not a multiple of the word size"));
     }
     SCRATCH.with(|cell| {
-        let Scratch { head, words, parts } = &mut *cell.borrow_mut();
+        let Scratch { head, words, parts, .. } = &mut *cell.borrow_mut();
         // The words in place when the bytes are 2-byte aligned (on a little-endian machine),
         // else a copy.
         let words: &[u16] = match bytemuck::try_cast_slice::<u8, u16>(bytes) {

@@ -1,13 +1,14 @@
 //! The fused writer of 32-bit float programs: `fields(e,m,k)[H, S, L]` over 32-bit words (fp32:
-//! `e8 m23`), with `H` an entropy leaf of `e + k <= 16` bits, `S` raw, constant or an entropy
-//! leaf, and `L` (the `m - k` low mantissa bits, more than 8) raw or constant. The head symbols
+//! `e8 m23`), with `H` an entropy leaf of `e + k <= 16` bits or `byteplanes` of such a leaf and
+//! a part (for `e + k > 8`), `S` raw, constant or an entropy leaf, and `L` (the `m - k` low
+//! mantissa bits, more than 8) raw, constant or `zstd`. The head symbols
 //! are decoded into a per-thread buffer; then, a block at a time (the block stays in L1), the
 //! sign and low parts are unpacked and merged with them straight into the caller's buffer. No
 //! stream is allocated; the interpreter writes the same bytes.
 
-use super::{head_leaf, leaf, part, Part, BLOCK, SCRATCH};
+use super::{head_leaf, leaf, merge_planes, part, Part, BLOCK, SCRATCH};
 use crate::coder::bitio::ByteReader;
-use crate::coder::packed_len;
+use crate::coder::{self, packed_len};
 use crate::dsl::{Node, Op, Ty};
 use crate::error::{Error, Result};
 
@@ -19,15 +20,27 @@ pub(super) fn applies(p: &Node, ty: Ty) -> bool {
         && 1 + f.exp + f.mant == 32
         && f.exp + f.k <= 16
         && f.mant - f.k > 8
-        && head_leaf(&p.children[0])
+        && head(&p.children[0], f.exp + f.k)
         && part(&p.children[1])
-        && matches!(p.children[2].op, Op::Raw(_) | Op::Const(_))
+        && matches!(p.children[2].op, Op::Raw(_) | Op::Const(_) | Op::Zstd(_))
 }
 
-/// The low mantissa part: its packed bytes, or its value.
+/// An entropy leaf, or (for a head of 9 to 16 bits) `byteplanes` of an entropy leaf and a part.
+fn head(p: &Node, bits: u32) -> bool {
+    head_leaf(p)
+        || (matches!(p.op, Op::BytePlanes(_))
+            && (9..=16).contains(&bits)
+            && p.children.len() == 2
+            && head_leaf(&p.children[0])
+            && part(&p.children[1]))
+}
+
+/// The low mantissa part: its packed bytes, its value, or its words' little-endian bytes (2 or
+/// 4 a word: what `zstd` codes).
 enum Low<'a> {
     Packed(&'a [u8]),
     Const(u32),
+    Words(&'a [u8], usize),
 }
 
 /// Decodes `out.len() / 4` words with `p` (for which [`applies`] holds) from the chunk payload
@@ -39,7 +52,17 @@ pub(super) fn decode_into(p: &Node, r: &mut ByteReader, out: &mut [u8]) -> Resul
     let lo = f.mant - f.k;
     SCRATCH.with(|cell| {
         let scratch = &mut *cell.borrow_mut();
-        leaf(&kids[0], Ty::u(f.exp + f.k), r.bytes()?, n, &mut scratch.head)?;
+        let hbits = f.exp + f.k;
+        let head = if head_leaf(&kids[0]) {
+            leaf(&kids[0], Ty::u(hbits), r.bytes()?, n, &mut scratch.head)?;
+            &scratch.head
+        } else {
+            // `byteplanes` of the head: its high bytes into `head`, its low part into `parts[1]`,
+            // merged into `words`.
+            scratch.words.resize(n, 0);
+            merge_planes(&kids[0].children, hbits, r, &mut scratch.head, &mut scratch.parts[1], &mut scratch.words)?;
+            &scratch.words
+        };
         let [sbuf, _] = &mut scratch.parts;
         let sign = Part::read(&kids[1], 1, n, r, sbuf)?;
         let low = match &kids[2].op {
@@ -51,9 +74,14 @@ pub(super) fn decode_into(p: &Node, r: &mut ByteReader, out: &mut [u8]) -> Resul
                 Low::Packed(b)
             }
             Op::Const(c) if c.value <= Ty::u(lo).mask() => Low::Const(c.value as u32),
-            _ => return Err(Error::corrupt("fused decode: the low part is not raw or constant")),
+            Op::Zstd(_) => {
+                let width = Ty::u(lo).container_bytes();
+                scratch.bytes = coder::zstd_decode(r.bytes()?, n * width)?;
+                check_words(&scratch.bytes, width, lo)?;
+                Low::Words(&scratch.bytes, width)
+            }
+            _ => return Err(Error::corrupt("fused decode: the low part is not raw, constant or zstd")),
         };
-        let head = &scratch.head;
         let (mut s, mut m) = ([0u8; BLOCK], [0u32; BLOCK]);
         for (block, dst) in out.chunks_mut(4 * BLOCK).enumerate() {
             let (start, b) = (block * BLOCK, dst.len() / 4);
@@ -65,16 +93,55 @@ pub(super) fn decode_into(p: &Node, r: &mut ByteReader, out: &mut [u8]) -> Resul
                     let a = start * lo as usize / 8;
                     unpack_wide(&bytes[a..a + packed_len(b, lo)], lo, &mut m[..b]);
                 }
+                Low::Words(bytes, 2) => {
+                    for (o, w) in m[..b].iter_mut().zip(bytes[2 * start..2 * (start + b)].chunks_exact(2)) {
+                        *o = u16::from_le_bytes([w[0], w[1]]) as u32;
+                    }
+                }
+                Low::Words(bytes, _) => {
+                    for (o, w) in m[..b].iter_mut().zip(bytes[4 * start..4 * (start + b)].chunks_exact(4)) {
+                        *o = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+                    }
+                }
             }
             let top = f.exp + f.mant;
-            let words = head[start..start + b].iter().zip(&s[..b]).zip(&m[..b]);
-            for (o, ((&h, &s), &m)) in dst.chunks_exact_mut(4).zip(words) {
-                let w = (s as u32) << top | (h as u32) << lo | m;
-                o.copy_from_slice(&w.to_le_bytes());
+            let merge = |o: &mut [u32]| {
+                for (((o, &h), &s), &m) in o.iter_mut().zip(&head[start..start + b]).zip(&s[..b]).zip(&m[..b]) {
+                    *o = ((s as u32) << top | (h as u32) << lo | m).to_le();
+                }
+            };
+            // Into the output's words where it is 4-byte aligned (a loop that vectorizes), else
+            // through a copy.
+            match bytemuck::try_cast_slice_mut::<u8, u32>(dst) {
+                Ok(words) => merge(words),
+                Err(_) => {
+                    let mut w = [0u32; BLOCK];
+                    merge(&mut w[..b]);
+                    dst.copy_from_slice(bytemuck::cast_slice(&w[..b]));
+                }
             }
         }
         Ok(())
     })
+}
+
+/// Whether every little-endian word of `width` bytes in `bytes` fits in `bits` bits (as the
+/// interpreter's `Stream::from_le_bytes` checks what `zstd` decoded).
+fn check_words(bytes: &[u8], width: usize, bits: u32) -> Result<()> {
+    if bits as usize == 8 * width {
+        return Ok(());
+    }
+    let outside = !((1u64 << bits) - 1);
+    let any = match width {
+        2 => bytes.chunks_exact(2).fold(0u64, |a, w| a | (u16::from_le_bytes([w[0], w[1]]) as u64 & outside)),
+        _ => {
+            bytes.chunks_exact(4).fold(0u64, |a, w| a | (u32::from_le_bytes([w[0], w[1], w[2], w[3]]) as u64 & outside))
+        }
+    };
+    if any != 0 {
+        return Err(Error::corrupt("word does not fit its type"));
+    }
+    Ok(())
 }
 
 /// Unpacks `out.len()` values of `bits` bits (9..=32) from the LSB-first bit stream `data`
@@ -137,12 +204,19 @@ mod tests {
             for data in &floats(n, n as u64) {
                 for k in [0u32, 2, 5, 8] {
                     for head in &heads {
-                        for p in [
+                        let mut programs = vec![
                             fields(8, 23, k, [head.clone(), raw(), raw()]),
                             fields(8, 23, k, [head.clone(), konst(0), raw()]),
                             fields(8, 23, k, [head.clone(), head.clone(), raw()]),
                             fields(8, 23, k, [head.clone(), raw(), konst(0)]),
-                        ] {
+                            fields(8, 23, k, [head.clone(), raw(), zstd(3)]),
+                        ];
+                        if k > 0 {
+                            // A head of 9..=16 bits split into byte planes.
+                            programs.push(fields(8, 23, k, [byteplanes(vec![head.clone(), raw()]), raw(), raw()]));
+                            programs.push(fields(8, 23, k, [byteplanes(vec![head.clone(), huffman()]), raw(), raw()]));
+                        }
+                        for p in programs {
                             let mut payload = Vec::new();
                             if p.encode(data, &[], &mut payload).is_err() {
                                 continue;
