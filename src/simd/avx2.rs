@@ -205,7 +205,7 @@ unsafe fn transpose16(a: &[__m256i; 16]) -> [__m256i; 16] {
 }
 
 /// [`super::to_runs`] on whole blocks of 16 steps: 16 words of each of 16 runs are one 16 x 16
-/// matrix of 16-bit words, transposed ([`transpose16`]; two matrices per block of 32 runs).
+/// matrix of 16-bit words, transposed (`transpose16`; two matrices per block of 32 runs).
 /// Returns the steps done (the rest go to the scalar kernel).
 ///
 /// # Safety
