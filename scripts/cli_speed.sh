@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CLI against CLI (issue 4, acceptance 1): medians of N alternating runs, files on tmpfs.
+# CLI against CLI: medians of N alternating runs, files on tmpfs.
 # Usage: scripts/cli_speed.sh [BREVIS_BIN] [RUNS] FILE...
 # Prints, per file: brevis decompress vs zstd -d (of a zstd -3 archive), brevis compress (default
 # options) vs zstd -3 -T0, and the floor of writing the output: cp of the original to tmpfs.

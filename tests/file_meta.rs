@@ -1,4 +1,4 @@
-//! The original file's mode and modification time (issue 17): recorded in the archive (format
+//! The original file's mode and modification time: recorded in the archive (format
 //! version 3's record 1) only when asked, restored by `brevis decompress`, given by `brevis
 //! compress` to the archive as zstd does, all under the umask; `--no-preserve`; old archives;
 //! and every CLI error naming its file (directories as input or output, a write error).

@@ -1,4 +1,4 @@
-//! GGUF checkpoints (issue 15): the container is parsed, its F32/F16/BF16 tensors get the
+//! GGUF checkpoints: the container is parsed, its F32/F16/BF16 tensors get the
 //! programs that the same tensors get in a safetensors file, quantized tensors are split into
 //! their block fields (`blocks`), unknown ones are coded as bytes, and every other byte (metadata, non-zero padding) comes back; hostile GGUF
 //! input round-trips or fails cleanly, never panics.

@@ -1,4 +1,4 @@
-//! The search (issue 3): the first release's candidate programs stay reachable, the budget and
+//! The search: the first release's candidate programs stay reachable, the budget and
 //! the depth bound the search, the learned prior is deterministic, reusable as JSON and never
 //! needed to decode, and the archive does not depend on the thread count.
 
