@@ -1,4 +1,5 @@
-//! Entropy coders and bit packing: rANS (one table, and contexts from the symbol a row above),
+//! Entropy coders and bit packing: rANS (one table, and contexts from the previous symbol or the
+//! one a row above, serial or in four runs),
 //! canonical Huffman, and raw unpacking, on a skewed synthetic source like a bf16 exponent field.
 
 use brevis::internals::coder::{huffman, pack, packed_len, rans};
@@ -29,7 +30,13 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("coders");
     g.sample_size(10).measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_millis(300));
     g.throughput(Throughput::Elements(N as u64));
-    for (name, ctx) in [("none", rans::Ctx::None), ("prev", rans::Ctx::Back(1)), ("back384", rans::Ctx::Back(ROW))] {
+    for (name, ctx) in [
+        ("none", rans::Ctx::None),
+        ("prev", rans::Ctx::Back(1)),
+        ("prev_split", rans::Ctx::Split(1)),
+        ("back384", rans::Ctx::Back(ROW)),
+        ("back384_split", rans::Ctx::Split(ROW)),
+    ] {
         let mut block = Vec::new();
         rans::encode(&syms, ctx, &mut block);
         g.bench_function(BenchmarkId::new("rans_encode", name), |b| {

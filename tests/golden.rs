@@ -201,6 +201,17 @@ fn lanes_file() -> (Vec<u8>, Vec<Option<Node>>) {
 /// Width of the rows of the version 4 golden `classes.brv`.
 const CLASS_ROW: usize = 256;
 
+/// Slowly varying u16 words (little-endian): the adjacent word predicts the next one.
+fn walk_words(g: &mut Lcg, n: usize) -> Vec<u8> {
+    let mut v = 300i64;
+    (0..n)
+        .flat_map(|_| {
+            v = (v + (g.next() % 5) as i64 - 2).clamp(0, 600);
+            (v as u16).to_le_bytes()
+        })
+        .collect()
+}
+
 /// A safetensors file of a 16-bit tensor whose rows repeat eight column regimes, each with its
 /// own distribution: coded as `lanes(back 256)`, its blocks have more than four context classes
 /// (the extended table header of format version 4); and a random walk coded as `lanes(adj)`.
@@ -211,19 +222,36 @@ fn classes_file() -> (Vec<u8>, Vec<Option<Node>>) {
     let words: Vec<u8> =
         (0..n).flat_map(|i| (level[i % CLASS_ROW] * 6 + (g.next() % 4 + g.next() % 4) as u16).to_le_bytes()).collect();
     let shape = vec![(n / CLASS_ROW) as u64, CLASS_ROW as u64];
-    // Slowly varying words: the adjacent word predicts the next one.
-    let mut v = 300i64;
-    let walk: Vec<u8> = (0..20_000)
-        .flat_map(|_| {
-            v = (v + (g.next() % 5) as i64 - 2).clamp(0, 600);
-            (v as u16).to_le_bytes()
-        })
-        .collect();
+    let walk = walk_words(&mut g, 20_000);
     let tensors = vec![
         ("regimes", "U16", shape, words, lanes_back(CLASS_ROW as u32)),
         ("walk", "U16", vec![20_000], walk, lanes_adj()),
     ];
     let file = safetensors("brevis golden v4", &tensors, None, b"");
+    (file, tensors.into_iter().map(|t| Some(t.4)).collect())
+}
+
+/// Version 7: `rans` with a `prev` and a `back d` context in four runs, at the root and under
+/// `fields`, over chunks whose lengths are not multiples of four, with contexts that pay.
+fn split_file() -> (Vec<u8>, Vec<Option<Node>>) {
+    let mut g = Lcg(7);
+    let walk = walk_words(&mut g, 30_001);
+    let level: Vec<u16> = (0..CLASS_ROW).map(|_| (g.next() % 8) as u16).collect();
+    let n = 1 << 15;
+    let rows: Vec<u8> =
+        (0..n).flat_map(|i| (level[i % CLASS_ROW] * 6 + (g.next() % 4 + g.next() % 4) as u16).to_le_bytes()).collect();
+    let bf: Vec<u8> = (0..20_003)
+        .flat_map(|i| {
+            let e = 118 + ((i / 700) % 6) as u16 + (g.next() % 2) as u16;
+            (((g.next() as u16 & 1) << 15) | (e << 7) | (g.next() as u16 & 0x7F)).to_le_bytes()
+        })
+        .collect();
+    let tensors = vec![
+        ("walk", "U16", vec![30_001], walk, rans_prev()),
+        ("rows", "U16", vec![(n / CLASS_ROW) as u64, CLASS_ROW as u64], rows, rans_back(CLASS_ROW as u64)),
+        ("w.bf16", "BF16", vec![20_003], bf, fields(8, 7, 1, [rans_prev(), raw(), raw()])),
+    ];
+    let file = safetensors("brevis golden v7", &tensors, None, b"");
     (file, tensors.into_iter().map(|t| Some(t.4)).collect())
 }
 
@@ -338,8 +366,13 @@ fn write_golden() {
     let (packed_in, packed_programs) = packed_file();
     let packed =
         brevis::internals::compress_with_programs(&packed_in, &quant_opts, &|i, _| packed_programs[i].clone()).unwrap();
+    // Version 7: `rans` contexts in four runs, chunks of 2^14 words plus an odd tail.
+    let (split_in, split_programs) = split_file();
+    let split =
+        brevis::internals::compress_with_programs(&split_in, &classes_opts, &|i, _| split_programs[i].clone()).unwrap();
     let mut manifest = String::new();
     for (name, archive, original, refname) in [
+        ("split", &split, &split_in, ""),
         ("packed", &packed, &packed_in, ""),
         ("ops", &ops, &file, ""),
         ("silero", &silero, &fixture(), ""),
@@ -522,6 +555,29 @@ fn assert_block_programs(a: &brevis::Archive, types: &[u32], suffix: &str) {
         assert!(p.starts_with(&format!("blocks({name}{suffix})[")), "{name}: {p}");
         assert!(brevis::internals::index(a).tensors[i].chunks.len() >= 2, "{name}: one chunk");
     }
+}
+
+/// Version 7's golden archive holds `rans` leaves with contexts in four runs (the programs say
+/// so, and the serial reading of the same blocks gives other symbols), and its input is still
+/// what the generator makes.
+#[test]
+fn golden_v7_archive_covers_split_rans_contexts() {
+    let (file, _) = split_file();
+    let archive = golden_archive(7, "split.brv", &file);
+    let a = brevis::Archive::open(&archive).unwrap();
+    let programs: Vec<String> = (0..a.len()).map(|i| a.info(i).unwrap().program()).collect();
+    assert_eq!(
+        programs,
+        [
+            "rans(prev, split)".to_string(),
+            format!("rans(back {CLASS_ROW}, split)"),
+            "fields(e8,m7,k1)[rans(prev, split), raw, raw]".to_string()
+        ]
+    );
+    for t in &brevis::internals::index(&a).tensors {
+        assert!(t.chunks.len() >= 2, "the tensor spans several chunks");
+    }
+    assert_eq!(brevis::decompress(&archive).unwrap(), file);
 }
 
 /// Version 6's golden archive holds `blocks(T, packed)` over every block type that has a packed

@@ -181,6 +181,33 @@ proptest! {
     }
 }
 
+/// `nibble_blocks` at every level writes what the definition says (low nibbles of values `j`
+/// and `16 + j` into byte `qs + j`, bit 4 of value `j` into bit `j` of the `u32` at `qh`), masks
+/// out-of-range values the same way, and leaves the other bytes of each block alone.
+#[test]
+fn nibble_blocks_every_level() {
+    for (b, qs, qh) in [(18, 2, None), (20, 4, None), (22, 6, Some(2)), (24, 8, Some(4))] {
+        for k in [0usize, 1, 2, 7, 100] {
+            let vals: Vec<u8> = values(k as u64 + b as u64, 32 * k, 8).into_iter().map(|v| v as u8).collect();
+            let mut want = vec![0xA5u8; b * k];
+            for (blk, vs) in want.chunks_exact_mut(b).zip(vals.chunks_exact(32)) {
+                for j in 0..16 {
+                    blk[qs + j] = (vs[j] & 15) | (vs[16 + j] & 15) << 4;
+                }
+                if let Some(q) = qh {
+                    let h: u32 = (0..32).map(|j| (((vs[j] >> 4) & 1) as u32) << j).sum();
+                    blk[q..q + 4].copy_from_slice(&h.to_le_bytes());
+                }
+            }
+            for isa in simd::available() {
+                let mut got = vec![0xA5u8; b * k];
+                simd::nibble_blocks_at(isa, &vals, &mut got, b, qs, qh);
+                assert!(got == want, "isa {isa:?} block {b} k {k}");
+            }
+        }
+    }
+}
+
 #[test]
 fn environment_only_lowers_the_level() {
     use brevis::internals::simd::lowered;

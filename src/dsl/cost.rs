@@ -19,7 +19,9 @@ pub fn op_ns(op: &Op, ty: Ty) -> f64 {
         Op::Const(_) | Op::Arange(_) => 0.05 * bytes,
         // The copied tensor's chunk, and its checksum.
         Op::Copy(_) => 0.3 * bytes,
-        // Four states over one word stream: one table, or a table looked up per symbol.
+        // Four states over one word stream: one table, or a table looked up per symbol (in
+        // four runs, the form the search writes, the states do not wait for each other; the
+        // serial form of older archives is slower still on blocks with many large tables).
         Op::Rans(r) => match r.ctx {
             LeafCtx::None => 3.5,
             _ => 5.0,

@@ -100,7 +100,7 @@ impl Node {
 
     /// Whether the program reads the reference (an operator or a leaf context).
     pub fn uses_reference(&self) -> bool {
-        matches!(self.op, Op::Ref(_) | Op::Rans(Rans { ctx: LeafCtx::Ref { .. } }))
+        matches!(self.op, Op::Ref(_) | Op::Rans(Rans { ctx: LeafCtx::Ref { .. }, .. }))
             || self.children.iter().any(|c| c.uses_reference())
     }
 
@@ -253,7 +253,7 @@ impl Node {
                 return Err(Error::corrupt("entropy leaf over a stream wider than 16 bits"))
             }
             Op::Copy(_) if depth > 0 => return Err(Error::corrupt("copy below the root")),
-            Op::Rans(Rans { ctx: LeafCtx::Side(j) }) if siblings.get(*j as usize).is_none_or(|s| s.bits > 16) => {
+            Op::Rans(Rans { ctx: LeafCtx::Side(j), .. }) if siblings.get(*j as usize).is_none_or(|s| s.bits > 16) => {
                 return Err(Error::corrupt("rans: side context is not an earlier sibling of at most 16 bits"))
             }
             _ => {}
@@ -323,7 +323,7 @@ impl Node {
             Op::Rans(_) | Op::Huffman(_) | Op::Lanes(_) if x.ty.bits > 16 => {
                 return Err(Error::invalid("entropy leaf over words wider than 16 bits"))
             }
-            Op::Rans(Rans { ctx: LeafCtx::Back(0) }) => return Err(Error::invalid("zero context distance")),
+            Op::Rans(Rans { ctx: LeafCtx::Back(0), .. }) => return Err(Error::invalid("zero context distance")),
             Op::Scan(s) if s.stride == 0 => return Err(Error::invalid("zero stride")),
             Op::Repeat(r) if r.period == 0 => return Err(Error::invalid("zero period")),
             _ => {}
@@ -535,7 +535,9 @@ impl Node {
             Op::Scan(s) => format!("{}", s).split('(').next().unwrap().to_string(),
             Op::Concat(_) => "concat".to_string(),
             Op::Repeat(_) => "repeat".to_string(),
-            Op::Rans(Rans { ctx: LeafCtx::Back(d) }) if *d > 1 => "rans(back)".to_string(),
+            Op::Rans(Rans { ctx: LeafCtx::Back(d), split }) if *d > 1 => {
+                if *split { "rans(back, split)" } else { "rans(back)" }.to_string()
+            }
             Op::Lanes(Lanes { ctx: LanesCtx::Interleaved(crate::coder::lanes::Ctx::Back(_)) }) => {
                 "lanes(back)".to_string()
             }
@@ -626,16 +628,16 @@ pub mod build {
         Node::leaf(Op::Raw(Raw))
     }
     pub fn rans() -> Node {
-        Node::leaf(Op::Rans(Rans { ctx: LeafCtx::None }))
+        Node::leaf(Op::Rans(Rans::new(LeafCtx::None)))
     }
     pub fn rans_prev() -> Node {
         rans_back(1)
     }
     pub fn rans_back(stride: u64) -> Node {
-        Node::leaf(Op::Rans(Rans { ctx: LeafCtx::Back(stride) }))
+        Node::leaf(Op::Rans(Rans::new(LeafCtx::Back(stride))))
     }
     pub fn rans_ref(shift: u8, bits: u8) -> Node {
-        Node::leaf(Op::Rans(Rans { ctx: LeafCtx::Ref { shift, bits } }))
+        Node::leaf(Op::Rans(Rans::new(LeafCtx::Ref { shift, bits })))
     }
     pub fn xorref(kid: Node) -> Node {
         Node::new(Op::Ref(RefOp::Xor), vec![kid])
@@ -647,7 +649,7 @@ pub mod build {
         Node::leaf(Op::Ref(RefOp::Copy))
     }
     pub fn rans_side(j: u8) -> Node {
-        Node::leaf(Op::Rans(Rans { ctx: LeafCtx::Side(j) }))
+        Node::leaf(Op::Rans(Rans::new(LeafCtx::Side(j))))
     }
     pub fn lanes() -> Node {
         Node::leaf(Op::Lanes(Lanes::interleaved(crate::coder::lanes::Ctx::None)))

@@ -264,3 +264,32 @@ pub unsafe fn from_runs(y: &[u16], x: &mut [u16]) -> usize {
     }
     steps
 }
+
+/// [`super::nibble_blocks`]: per block, the 32 values in one vector; the low nibbles of values
+/// `j` and `16 + j` into byte `j`, and bit 4 of every value (shifted to bit 7 within its byte)
+/// gathered by one `vpmovmskb`. Returns the blocks done (all of them).
+///
+/// # Safety
+/// The CPU must support AVX2; `qs + 16 <= b` and `qh + 4 <= b` (checked by the caller).
+#[target_feature(enable = "avx2")]
+pub unsafe fn nibble_blocks(vals: &[u8], body: &mut [u8], b: usize, qs: usize, qh: Option<usize>) -> usize {
+    let k = (body.len() / b).min(vals.len() / 32);
+    let low = _mm_set1_epi8(15);
+    for i in 0..k {
+        // SAFETY: block `i < k` is body[b i..b (i + 1)] and its values vals[32 i..32 (i + 1)];
+        // the stores write bytes `qs..qs + 16` and `qh..qh + 4` of the block, within `b`.
+        unsafe {
+            let v = _mm256_loadu_si256(vals.as_ptr().add(32 * i) as *const __m256i);
+            let lo = _mm256_castsi256_si128(v);
+            let hi = _mm256_extracti128_si256::<1>(v);
+            let packed = _mm_or_si128(_mm_and_si128(lo, low), _mm_slli_epi16::<4>(_mm_and_si128(hi, low)));
+            let blk = body.as_mut_ptr().add(b * i);
+            _mm_storeu_si128(blk.add(qs) as *mut __m128i, packed);
+            if let Some(q) = qh {
+                let h = _mm256_movemask_epi8(_mm256_slli_epi16::<3>(v)) as u32;
+                std::ptr::copy_nonoverlapping(h.to_le_bytes().as_ptr(), blk.add(q), 4);
+            }
+        }
+    }
+    k
+}

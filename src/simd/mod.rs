@@ -290,6 +290,28 @@ pub fn from_runs_at(isa: Isa, y: &[u16], x: &mut [u16]) {
     scalar::from_runs(y, x, 0)
 }
 
+/// Writes 4- or 5-bit quants (bytes, 32 per block, below 32) into the blocks of `body` (blocks
+/// of `b` bytes): the low nibbles of values `j` and `16 + j` into byte `qs + j` of their block,
+/// and with `qh`, bit 4 of value `j` into bit `j` of the little-endian `u32` at byte `qh`: the
+/// quants of ggml's Q4_0/Q4_1 (without `qh`) and Q5_0/Q5_1 (with).
+pub fn nibble_blocks(vals: &[u8], body: &mut [u8], b: usize, qs: usize, qh: Option<usize>) {
+    nibble_blocks_at(isa(), vals, body, b, qs, qh)
+}
+
+/// [`nibble_blocks`] at a given level.
+pub fn nibble_blocks_at(isa: Isa, vals: &[u8], body: &mut [u8], b: usize, qs: usize, qh: Option<usize>) {
+    assert!(qs + 16 <= b && qh.is_none_or(|q| q + 4 <= b));
+    #[cfg(target_arch = "x86_64")]
+    if isa.min(detected()) >= Isa::Avx2 {
+        // SAFETY: AVX2 was detected on this CPU (every level from AVX2 up has it); the field
+        // offsets lie within a block (asserted above).
+        let done = unsafe { avx2::nibble_blocks(vals, body, b, qs, qh) };
+        return scalar::nibble_blocks(vals, body, b, qs, qh, done);
+    }
+    let _ = isa;
+    scalar::nibble_blocks(vals, body, b, qs, qh, 0)
+}
+
 /// [`merge_planes16`] at a given level.
 pub fn merge_planes16_at(isa: Isa, hi: &[u8], lo: &[u8], shift: u32, out: &mut [u16]) {
     check_merge(hi.len(), lo.len(), out.len(), out.len());

@@ -153,3 +153,17 @@ pub fn from_runs(y: &[u16], x: &mut [u16], from: usize) {
     }
     x[LANES * r..n].copy_from_slice(&y[LANES * r..]);
 }
+
+/// See [`super::nibble_blocks`], from block `from` on.
+pub fn nibble_blocks(vals: &[u8], body: &mut [u8], b: usize, qs: usize, qh: Option<usize>, from: usize) {
+    for (blk, vs) in body.chunks_exact_mut(b).zip(vals.chunks_exact(32)).skip(from) {
+        let (lo, hi) = vs.split_at(16);
+        for ((d, l), u) in blk[qs..qs + 16].iter_mut().zip(lo).zip(hi) {
+            *d = (l & 15) | (u & 15) << 4;
+        }
+        if let Some(q) = qh {
+            let h = vs.iter().enumerate().fold(0u32, |h, (j, v)| h | (((v >> 4) & 1) as u32) << j);
+            blk[q..q + 4].copy_from_slice(&h.to_le_bytes());
+        }
+    }
+}

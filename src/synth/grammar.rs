@@ -139,7 +139,7 @@ pub fn productions(t: &TensorCtx, hole: &HoleView) -> Vec<Production> {
         }
     }
     if (1..=16).contains(&w) {
-        let rans = |ctx| Op::Rans(Rans { ctx });
+        let rans = |ctx| Op::Rans(Rans::new(ctx));
         // (Where they are not offered, `lanes` codes the same contexts.)
         if t.plain_rans {
             push(rans(LeafCtx::None));
@@ -366,7 +366,7 @@ impl Estimate {
             Op::Raw(_) => (self.raw, self.raw),
             Op::Const(_) => (0.0, 0.0),
             Op::Zstd(_) => (self.lz, self.lz),
-            Op::Rans(Rans { ctx: LeafCtx::None })
+            Op::Rans(Rans { ctx: LeafCtx::None, .. })
             | Op::Huffman(_)
             | Op::Lanes(Lanes { ctx: LanesCtx::Interleaved(coder::lanes::Ctx::None) }) => (self.order0, self.entropy),
             Op::Rans(_) => (self.order0 * ctx, self.entropy * ctx),

@@ -521,9 +521,9 @@ fn fast_twin(p: &Node) -> Option<Node> {
     use crate::coder::lanes::{Ctx, LANES, MAX_BACK};
     use crate::dsl::ops::entropy::{LeafCtx, Rans};
     let leaf = match &p.op {
-        Op::Huffman(_) | Op::Rans(Rans { ctx: LeafCtx::None }) => Some(lanes()),
-        Op::Rans(Rans { ctx: LeafCtx::Back(1) }) => Some(lanes_adj()),
-        Op::Rans(Rans { ctx: LeafCtx::Back(d) }) if d % LANES as u64 == 0 && *d <= MAX_BACK as u64 => {
+        Op::Huffman(_) | Op::Rans(Rans { ctx: LeafCtx::None, .. }) => Some(lanes()),
+        Op::Rans(Rans { ctx: LeafCtx::Back(1), .. }) => Some(lanes_adj()),
+        Op::Rans(Rans { ctx: LeafCtx::Back(d), .. }) if d % LANES as u64 == 0 && *d <= MAX_BACK as u64 => {
             Some(Node::leaf(Op::Lanes(crate::dsl::ops::lanes::Lanes::interleaved(Ctx::Back(*d as u32)))))
         }
         _ => None,
@@ -565,7 +565,7 @@ fn packed_twin(p: &Node) -> Option<Node> {
                     None => lanes(),
                 }
             }
-            Op::Rans(Rans { ctx: LeafCtx::Back(d) }) if *d > 1 => match scaled(*d).filter(|&e| e > 1) {
+            Op::Rans(Rans { ctx: LeafCtx::Back(d), .. }) if *d > 1 => match scaled(*d).filter(|&e| e > 1) {
                 Some(e) => rans_back(e),
                 None => rans(),
             },

@@ -27,6 +27,13 @@ pub enum Ctx<'a> {
     /// The symbol `stride` positions earlier in the same stream (0 before the first `stride`):
     /// stride 1 is the previous symbol, the row length the symbol above.
     Back(usize),
+    /// [`Ctx::Back`] within each of four runs: the first `4q` symbols (`q = n / 4`) are four runs
+    /// of `q`, state `j` codes run `j`, and a symbol's context is the symbol `stride` earlier in
+    /// its run. The four states then decode independently of each other (with `Back(1)` each
+    /// symbol waits for the previous one, decoded by another state). On the wire this is a
+    /// `Back(4 stride)` block over the *coded order*: run 0's first symbol, run 1's first, run 2's,
+    /// run 3's, run 0's second, ..., then the last `n - 4q` symbols.
+    Split(usize),
     /// A stream decoded earlier, one value per symbol.
     Side(&'a [u16]),
 }
@@ -214,6 +221,8 @@ fn context_values<'a>(symbols: &[u16], ctx: Ctx<'a>) -> std::borrow::Cow<'a, [u1
             Cow::Owned(v)
         }
         Ctx::Side(s) => Cow::Borrowed(s),
+        // `encode` and `estimated_len` code it as `Back` over its coded order.
+        Ctx::Split(_) => unreachable!("a split context is coded as Back over its coded order"),
     }
 }
 
@@ -549,6 +558,9 @@ fn prepare(symbols: &[u16], ctx: Ctx, with_enc: bool) -> Prepared {
 /// The block's length in bytes as [`encode`] would write it, with the coded symbols estimated
 /// from the tables (within a few bytes; the search compares candidates with it).
 pub fn estimated_len(symbols: &[u16], ctx: Ctx) -> usize {
+    if let Ctx::Split(d) = ctx {
+        return estimated_len(&coded_order(symbols), Ctx::Back(4 * d));
+    }
     let p = prepare(symbols, ctx, false);
     let words = (p.data_bits / 16.0).ceil() as usize;
     p.header.len() + (64 - (words as u64 | 1).leading_zeros() as usize).div_ceil(7) + 16 + 2 * words
@@ -556,6 +568,9 @@ pub fn estimated_len(symbols: &[u16], ctx: Ctx) -> usize {
 
 /// Encodes `symbols` (at least one) and appends the block to `out`.
 pub fn encode(symbols: &[u16], ctx: Ctx, out: &mut Vec<u8>) {
+    if let Ctx::Split(d) = ctx {
+        return encode(&coded_order(symbols), Ctx::Back(4 * d), out);
+    }
     let Prepared { header, k, compact, rank, stride, enc, table_of, .. } = prepare(symbols, ctx, true);
     out.extend_from_slice(&header);
 
@@ -575,6 +590,17 @@ pub fn encode(symbols: &[u16], ctx: Ctx, out: &mut Vec<u8>) {
     for &wd in words.iter().rev() {
         out.extend_from_slice(&wd.to_le_bytes());
     }
+}
+
+/// The coded order of [`Ctx::Split`]: the four runs of `n / 4` symbols interleaved, then the tail.
+fn coded_order(symbols: &[u16]) -> Vec<u16> {
+    let q = symbols.len() / 4;
+    let mut out = Vec::with_capacity(symbols.len());
+    for r in 0..q {
+        out.extend([symbols[r], symbols[q + r], symbols[2 * q + r], symbols[3 * q + r]]);
+    }
+    out.extend_from_slice(&symbols[4 * q..]);
+    out
 }
 
 /// One used symbol of a decode table: its value, frequency - 1 and cumulative frequency.
@@ -693,6 +719,8 @@ impl<I: Copy + Into<usize>> Decoder<'_, I> {
     fn decode(&self, states: &mut [u32; 4], out: &mut [u16], ctx: Ctx, one_table: bool) -> usize {
         let first = self.table(0);
         match ctx {
+            Ctx::Split(d) if one_table => self.run_split(states, out, d, |_| first),
+            Ctx::Split(d) => self.run_split(states, out, d, |v| self.table(v)),
             _ if one_table => self.run(states, out, |_, _| first),
             Ctx::None => self.run(states, out, |_, _| first),
             // Symbols before the first `d` have context 0; afterwards no branch is needed.
@@ -704,6 +732,42 @@ impl<I: Copy + Into<usize>> Decoder<'_, I> {
             Ctx::Back(d) => self.run(states, out, |o, i| if i >= d { self.table(o[i - d]) } else { first }),
             Ctx::Side(s) => self.run(states, out, |_, i| self.table(s[i])),
         }
+    }
+
+    /// [`Ctx::Split`]: the four runs decoded side by side into their places (state `j` writes
+    /// run `j`), each symbol's table from the one `d` earlier in its run; then the tail, whose
+    /// symbol `t` has the context of run `t`'s symbol `q - d` (its coded position less `4 d`).
+    #[inline(always)]
+    fn run_split(&self, states: &mut [u32; 4], out: &mut [u16], d: usize, table: impl Fn(u16) -> TableRef) -> usize {
+        let first = self.table(0);
+        let n = out.len();
+        let q = n / 4;
+        let [mut x0, mut x1, mut x2, mut x3] = *states;
+        let mut w = 0usize;
+        let o = out.as_mut_ptr();
+        // SAFETY (both loops): `r < q`, so every index is below `4 q <= n`, and `r - d` is taken
+        // only for `r >= d`.
+        unsafe {
+            for r in 0..d.min(q) {
+                *o.add(r) = self.step(&mut x0, first, &mut w);
+                *o.add(q + r) = self.step(&mut x1, first, &mut w);
+                *o.add(2 * q + r) = self.step(&mut x2, first, &mut w);
+                *o.add(3 * q + r) = self.step(&mut x3, first, &mut w);
+            }
+            for r in d.min(q)..q {
+                *o.add(r) = self.step(&mut x0, table(*o.add(r - d)), &mut w);
+                *o.add(q + r) = self.step(&mut x1, table(*o.add(q + r - d)), &mut w);
+                *o.add(2 * q + r) = self.step(&mut x2, table(*o.add(2 * q + r - d)), &mut w);
+                *o.add(3 * q + r) = self.step(&mut x3, table(*o.add(3 * q + r - d)), &mut w);
+            }
+        }
+        let mut xs = [x0, x1, x2, x3];
+        for t in 0..n - 4 * q {
+            let table = if q >= d { table(out[t * q + q - d]) } else { first };
+            out[4 * q + t] = self.step(&mut xs[t], table, &mut w);
+        }
+        *states = xs;
+        w
     }
 }
 
@@ -725,6 +789,9 @@ pub fn decode(input: &[u8], n: usize, ctx: Ctx, out: &mut Vec<u16>) -> Result<us
         if s.len() != n {
             return Err(Error::corrupt("rANS: context stream length mismatch"));
         }
+    }
+    if matches!(ctx, Ctx::Split(0) | Ctx::Back(0)) {
+        return Err(Error::corrupt("rANS: zero context distance"));
     }
     let mut r = BitReader::new(input);
     let k = r.gamma()?;

@@ -20,6 +20,7 @@ mod reference {
                     }
                 }
                 Ctx::Side(s) => s[i],
+                Ctx::Split(_) => unreachable!(),
             }
         }
     }
@@ -302,4 +303,65 @@ fn log2_approx_is_close() {
     }
     assert_eq!(log2_approx(1.0), 0.0);
     assert_eq!(log2_approx(1024.0), 10.0);
+}
+
+/// Symbols with a strong previous-symbol dependence (a random walk over a few dozen values).
+fn walk(n: usize, seed: u64) -> Vec<u16> {
+    let mut g = seed;
+    let mut v = 20i32;
+    (0..n)
+        .map(|_| {
+            g = g.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            v = (v + ((g >> 60) as i32 % 5) - 2).clamp(0, 40);
+            v as u16
+        })
+        .collect()
+}
+
+#[test]
+fn split_round_trips_and_is_back_over_the_coded_order() {
+    for n in [1usize, 2, 3, 4, 5, 7, 8, 13, 100, 4095, 4096, 4099, 20_001, 70_000] {
+        let s = walk(n, n as u64);
+        for d in [1usize, 2, 3, 17, 384, 100_000] {
+            let mut block = Vec::new();
+            encode(&s, Ctx::Split(d), &mut block);
+            let mut out = vec![7u16];
+            let used = decode(&block, n, Ctx::Split(d), &mut out).unwrap();
+            assert_eq!(used, block.len(), "n={n} d={d}");
+            assert_eq!(&out[1..], &s[..], "n={n} d={d}");
+            // The same block decodes as Back(4d) to the coded order.
+            let mut coded = Vec::new();
+            decode(&block, n, Ctx::Back(4 * d), &mut coded).unwrap();
+            assert_eq!(coded, coded_order(&s), "n={n} d={d}");
+            assert!(estimated_len(&s, Ctx::Split(d)).abs_diff(block.len()) <= 8 + block.len() / 1000);
+        }
+    }
+}
+
+#[test]
+fn split_costs_about_what_back_costs() {
+    let s = walk(1 << 18, 3);
+    let (mut split, mut back) = (Vec::new(), Vec::new());
+    encode(&s, Ctx::Split(1), &mut split);
+    encode(&s, Ctx::Back(1), &mut back);
+    assert!(split.len() as f64 <= back.len() as f64 * 1.001, "{} {}", split.len(), back.len());
+    let mut none = Vec::new();
+    encode(&s, Ctx::None, &mut none);
+    assert!(split.len() * 10 < none.len() * 9, "the context must help: {} {}", split.len(), none.len());
+}
+
+#[test]
+fn split_rejects_damage_and_zero_distance() {
+    let s = walk(10_000, 9);
+    let mut block = Vec::new();
+    encode(&s, Ctx::Split(1), &mut block);
+    let mut out = Vec::new();
+    assert!(decode(&block, s.len(), Ctx::Split(0), &mut out).is_err());
+    for cut in [1, block.len() / 2, block.len() - 1] {
+        out.clear();
+        assert!(decode(&block[..cut], s.len(), Ctx::Split(1), &mut out).is_err());
+    }
+    // Decoded with the wrong distance, the states do not end where they started.
+    out.clear();
+    assert!(decode(&block, s.len(), Ctx::Split(2), &mut out).map_or(true, |_| out != s));
 }

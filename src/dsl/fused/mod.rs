@@ -83,7 +83,7 @@ fn part(p: &Node) -> bool {
 fn head_leaf(p: &Node) -> bool {
     match &p.op {
         Op::Lanes(_) | Op::Huffman(_) => true,
-        Op::Rans(Rans { ctx }) => matches!(ctx, LeafCtx::None | LeafCtx::Back(_)),
+        Op::Rans(Rans { ctx, .. }) => matches!(ctx, LeafCtx::None | LeafCtx::Back(_)),
         _ => false,
     }
 }
@@ -133,8 +133,8 @@ fn leaf(p: &Node, ty: Ty, input: &[u8], n: usize, buf: &mut Vec<u16>) -> Result<
     let used = match &p.op {
         _ if n == 0 => 0,
         Op::Huffman(_) => huffman::decode(input, n, buf)?,
-        Op::Rans(Rans { ctx: LeafCtx::None }) => rans::decode(input, n, rans::Ctx::None, buf)?,
-        Op::Rans(Rans { ctx: LeafCtx::Back(d) }) => rans::decode(input, n, rans::Ctx::Back(*d as usize), buf)?,
+        Op::Rans(Rans { ctx: LeafCtx::None, .. }) => rans::decode(input, n, rans::Ctx::None, buf)?,
+        Op::Rans(r @ Rans { ctx: LeafCtx::Back(d), .. }) => rans::decode(input, n, r.back_ctx(*d), buf)?,
         _ => return Err(Error::corrupt("fused decode: not an entropy leaf")),
     };
     if used != input.len() || buf.len() != n {
@@ -326,8 +326,8 @@ fn encode_leaf(p: &Node, x: &[u16], out: &mut Vec<u8>) -> Result<()> {
             _ if x.is_empty() => {}
             Op::Lanes(l) => l.encode_symbols(x, o)?,
             Op::Huffman(_) => huffman::encode(x, o),
-            Op::Rans(Rans { ctx: LeafCtx::None }) => rans::encode(x, rans::Ctx::None, o),
-            Op::Rans(Rans { ctx: LeafCtx::Back(d) }) => rans::encode(x, rans::Ctx::Back(*d as usize), o),
+            Op::Rans(Rans { ctx: LeafCtx::None, .. }) => rans::encode(x, rans::Ctx::None, o),
+            Op::Rans(r @ Rans { ctx: LeafCtx::Back(d), .. }) => rans::encode(x, r.back_ctx(*d), o),
             _ => return Err(Error::invalid("fused encode: not an entropy leaf")),
         }
         Ok(())

@@ -48,6 +48,9 @@ enum Kind {
     /// 32 values: value j < 16 the low nibble of byte `qs + j`, value j + 16 its high nibble,
     /// with (Q5_x) bit 4 of value e from bit e of the 32-bit word at `qh`.
     Nibbles { qs: usize, qh: Option<usize> },
+    /// Q6_K's 256 quants: element `128 n + 32 g + l` is nibble `g >> 1` of byte
+    /// `ql + 64 n + 32 (g & 1) + l` with bits `2 g .. 2 g + 2` of byte `qh + 32 n + l` above it.
+    SixBit { ql: usize, qh: usize },
     /// Anything else: the pieces, `ppv` per value (padded with empty pieces).
     Pieces { ppv: usize },
 }
@@ -55,6 +58,7 @@ enum Kind {
 impl Field {
     fn new(bits: u32, pieces: Vec<Vec<Piece>>) -> Field {
         let kind = Self::bytes_kind(&pieces)
+            .or_else(|| Self::six_bit_kind(&pieces))
             .unwrap_or(Kind::Pieces { ppv: pieces.iter().map(|v| v.len()).max().unwrap_or(0) });
         Field { bits, pieces, kind }
     }
@@ -70,6 +74,21 @@ impl Field {
                 })
         });
         whole.then_some(Kind::Bytes { off, n })
+    }
+
+    /// `Kind::SixBit` when the pieces are exactly that pattern.
+    fn six_bit_kind(pieces: &[Vec<Piece>]) -> Option<Kind> {
+        let first = pieces.first()?;
+        let (ql, qh) = (first.first()?.byte as usize, first.get(1)?.byte as usize);
+        let fits = pieces.len() == 256
+            && pieces.iter().enumerate().all(|(e, v)| {
+                let (n, g, l) = (e / 128, (e / 32) % 4, e % 32);
+                *v == [
+                    p(ql + 64 * n + 32 * (g & 1) + l, 4 * (g >> 1) as u32, 4, 0),
+                    p(qh + 32 * n + l, 2 * g as u32, 2, 4),
+                ]
+            });
+        fits.then_some(Kind::SixBit { ql, qh })
     }
 
     pub fn count(&self) -> usize {
@@ -148,7 +167,8 @@ fn gather<T: Word>(f: &Field, body: &[u8], b: usize, k: usize) -> Vec<T> {
                 }
             }
         }
-        Kind::Pieces { ppv } => {
+        Kind::Pieces { .. } | Kind::SixBit { .. } => {
+            let ppv = f.pieces.iter().map(|v| v.len()).max().unwrap_or(0);
             let flat = f.flat(ppv);
             for (blk, o) in blocks {
                 for (v, ps) in o.iter_mut().zip(flat.chunks_exact(ppv)) {
@@ -247,6 +267,19 @@ fn scatter<T: Word>(f: &Field, vals: &[T], body: &mut [u8], b: usize) {
                 if let Some(q) = qh {
                     let h = vs.iter().enumerate().fold(0u32, |h, (j, v)| h | (((v.to_u64() >> 4) & 1) as u32) << j);
                     blk[q..q + 4].copy_from_slice(&h.to_le_bytes());
+                }
+            }
+        }
+        Kind::SixBit { ql, qh } => {
+            for (blk, vs) in blocks {
+                for (n, v) in vs.chunks_exact(128).enumerate() {
+                    let q = |i: usize, shift: u32, mask: u64| ((v[i].to_u64() >> shift) & mask) as u8;
+                    for l in 0..32 {
+                        blk[ql + 64 * n + l] = q(l, 0, 15) | q(64 + l, 0, 15) << 4;
+                        blk[ql + 64 * n + 32 + l] = q(32 + l, 0, 15) | q(96 + l, 0, 15) << 4;
+                        blk[qh + 32 * n + l] =
+                            q(l, 4, 3) | q(32 + l, 4, 3) << 2 | q(64 + l, 4, 3) << 4 | q(96 + l, 4, 3) << 6;
+                    }
                 }
             }
         }
@@ -591,6 +624,9 @@ impl Blocks {
             match &s.data {
                 Data::U8(v) => match f.kind {
                     Kind::Bytes { off, n: 1 } => scatter_bytes(v, body, b, off, f.count()),
+                    Kind::Nibbles { qs, qh } if f.count() == 32 => {
+                        crate::simd::nibble_blocks(&v[..body.len() / b * 32], body, b, qs, qh)
+                    }
                     _ => scatter(f, v, body, b),
                 },
                 Data::U16(v) => scatter(f, v, body, b),
@@ -671,8 +707,17 @@ mod tests {
                 let slow =
                     Field { kind: Kind::Pieces { ppv: f.pieces.iter().map(|v| v.len()).max().unwrap() }, ..f.clone() };
                 assert_eq!(gather::<u64>(f, &body, b, 4), gather::<u64>(&slow, &body, b, 4), "type {id}");
+                // Scattered back, values out of the field's range included: the same bytes.
+                let vals: Vec<u8> =
+                    (0..4 * f.count()).map(|i| (i as u32).wrapping_mul(40503).rotate_left(5) as u8).collect();
+                let (mut fast_body, mut slow_body) = (vec![0u8; 4 * b], vec![0u8; 4 * b]);
+                scatter(f, &vals, &mut fast_body, b);
+                scatter(&slow, &vals, &mut slow_body, b);
+                assert_eq!(fast_body, slow_body, "type {id}, scatter");
             }
         }
+        // The kernels are found from the pieces: Q6_K's quants have theirs.
+        assert!(matches!(layout(14).unwrap().fields[2].kind, Kind::SixBit { ql: 0, qh: 128 }));
     }
 
     #[test]

@@ -2,6 +2,10 @@
 //! `rans(ctx)` (id 0x02), static rANS with per-block tables and an optional context
 //! (`prev`: the previous word; `side j`: the word at the same position of sibling `j`, which the
 //! parent decodes first), and `huffman` (id 0x03), canonical length-limited Huffman.
+//! A `prev` or `back d` context comes in two forms: serial (each symbol's table waits for the
+//! symbol before it, decoded by another of the four states), and split (format version 7: the
+//! block is four runs, one per state, each with its own contexts, so the states decode
+//! independently; `rans::Ctx::Split`). The search writes the split form.
 //! Each block (chunk) carries its own tables, so coding adapts along a tensor.
 
 use super::prelude::*;
@@ -24,18 +28,25 @@ pub enum LeafCtx {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Rans {
     pub ctx: LeafCtx,
+    /// With a `Back` context: the block is four runs, each with its own contexts.
+    pub split: bool,
 }
 
 impl Rans {
     pub const ID: u8 = 0x02;
 
+    /// A leaf with context `ctx`; a `Back` context in its split form.
+    pub fn new(ctx: LeafCtx) -> Rans {
+        Rans { ctx, split: matches!(ctx, LeafCtx::Back(_)) }
+    }
+
     /// Context kinds on the wire: 0 none, 1 back (varint stride), 2 side (u8 sibling),
-    /// 3 ref (u8 shift, u8 bits).
+    /// 3 ref (u8 shift, u8 bits), 4 back in four runs (varint stride; format version 7).
     pub fn write(&self, out: &mut Vec<u8>) {
         match self.ctx {
             LeafCtx::None => out.push(0),
             LeafCtx::Back(d) => {
-                out.push(1);
+                out.push(if self.split { 4 } else { 1 });
                 put_varint(out, d);
             }
             LeafCtx::Side(j) => out.extend_from_slice(&[2, j]),
@@ -44,9 +55,10 @@ impl Rans {
     }
 
     pub fn read(r: &mut ByteReader) -> Result<Self> {
-        let ctx = match r.u8()? {
+        let kind = r.u8()?;
+        let ctx = match kind {
             0 => LeafCtx::None,
-            1 => {
+            1 | 4 => {
                 let d = r.varint()?;
                 if d == 0 || d > u32::MAX as u64 {
                     return Err(Error::corrupt("rans: bad context distance"));
@@ -63,7 +75,7 @@ impl Rans {
             }
             k => return Err(Error::Unsupported(format!("rans: unknown context kind {k}"))),
         };
-        Ok(Rans { ctx })
+        Ok(Rans { ctx, split: kind == 4 })
     }
 
     /// The context values when they come from another stream (a sibling or the reference).
@@ -89,9 +101,18 @@ impl Rans {
         }
     }
 
+    /// The coder's context for a `Back(d)` context in this leaf's form.
+    pub fn back_ctx(&self, d: u64) -> rans::Ctx<'static> {
+        if self.split {
+            rans::Ctx::Split(d as usize)
+        } else {
+            rans::Ctx::Back(d as usize)
+        }
+    }
+
     fn coder_ctx<'a>(&self, side: &'a Option<Vec<u16>>) -> rans::Ctx<'a> {
         match (self.ctx, side) {
-            (LeafCtx::Back(d), _) => rans::Ctx::Back(d as usize),
+            (LeafCtx::Back(d), _) => self.back_ctx(d),
             (_, Some(s)) => rans::Ctx::Side(s),
             _ => rans::Ctx::None,
         }
@@ -144,10 +165,11 @@ pub(crate) fn check_range(ty: Ty, v: &[u16]) -> Result<()> {
 
 impl std::fmt::Display for Rans {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let runs = if self.split { ", split" } else { "" };
         match self.ctx {
             LeafCtx::None => write!(f, "rans"),
-            LeafCtx::Back(1) => write!(f, "rans(prev)"),
-            LeafCtx::Back(d) => write!(f, "rans(back {d})"),
+            LeafCtx::Back(1) => write!(f, "rans(prev{runs})"),
+            LeafCtx::Back(d) => write!(f, "rans(back {d}{runs})"),
             LeafCtx::Side(j) => write!(f, "rans(side{j})"),
             LeafCtx::Ref { shift, bits } => write!(f, "rans(ref {shift}:{bits})"),
         }
