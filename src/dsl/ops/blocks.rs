@@ -258,17 +258,10 @@ fn scatter<T: Word>(f: &Field, vals: &[T], body: &mut [u8], b: usize) {
                 }
             }
         }
+        // The kernel reads bits 0..5 of each value, which the low byte holds.
         Kind::Nibbles { qs, qh } => {
-            for (blk, vs) in blocks {
-                let (lo, hi) = vs.split_at(16);
-                for ((d, l), u) in blk[qs..qs + 16].iter_mut().zip(lo).zip(hi) {
-                    *d = ((l.to_u64() & 15) | ((u.to_u64() & 15) << 4)) as u8;
-                }
-                if let Some(q) = qh {
-                    let h = vs.iter().enumerate().fold(0u32, |h, (j, v)| h | (((v.to_u64() >> 4) & 1) as u32) << j);
-                    blk[q..q + 4].copy_from_slice(&h.to_le_bytes());
-                }
-            }
+            let bytes: Vec<u8> = vals.iter().map(|v| v.to_u64() as u8).collect();
+            crate::simd::nibble_blocks(&bytes, body, b, qs, qh)
         }
         Kind::SixBit { ql, qh } => {
             for (blk, vs) in blocks {
@@ -624,9 +617,7 @@ impl Blocks {
             match &s.data {
                 Data::U8(v) => match f.kind {
                     Kind::Bytes { off, n: 1 } => scatter_bytes(v, body, b, off, f.count()),
-                    Kind::Nibbles { qs, qh } if f.count() == 32 => {
-                        crate::simd::nibble_blocks(&v[..body.len() / b * 32], body, b, qs, qh)
-                    }
+                    Kind::Nibbles { qs, qh } => crate::simd::nibble_blocks(v, body, b, qs, qh),
                     _ => scatter(f, v, body, b),
                 },
                 Data::U16(v) => scatter(f, v, body, b),
