@@ -329,6 +329,7 @@ impl<'a> Archive<'a> {
             return Err(Error::invalid("output buffer does not have the original size"));
         }
         let pieces = self.pieces()?;
+        let fresh = work::untouched(out);
         crate::work::advise_huge_pages(out);
         // The whole-file checksum's block sums are taken from each chunk as it is decoded (in
         // cache); the rest at the end. Their memory is a sixteenth of the output: above
@@ -369,6 +370,9 @@ impl<'a> Archive<'a> {
         let pool = work::pool(opts.threads)?;
         pool.install(|| {
             slices.into_par_iter().try_for_each(|(t, c, at, buf, s, h)| {
+                if fresh {
+                    work::populate(buf);
+                }
                 self.decode_chunk(t, c, buf)?;
                 if !s.is_empty() {
                     hash::piece_sums(buf, at, len, s);

@@ -21,7 +21,7 @@ pub mod container {
 
 /// The program IR, its operators and the interpreter.
 pub mod dsl {
-    pub use crate::dsl::{build, fused, ops, Data, Env, Node, Op, Stream, Ty, MAX_DEPTH};
+    pub use crate::dsl::{build, cost, fused, ops, Data, Env, Node, Op, Stream, Ty, MAX_DEPTH};
 }
 
 /// The C ABI, callable from Rust (the symbols of `include/brevis.h`).

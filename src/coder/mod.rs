@@ -22,12 +22,27 @@ pub fn zstd_encode(bytes: &[u8], level: i32, out: &mut Vec<u8>) -> Result<()> {
     Ok(())
 }
 
+thread_local! {
+    /// Each thread's zstd decoder, reused: creating one costs about as much as decoding the
+    /// few kilobytes of a `dict` table.
+    static ZSTD_DECODER: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
 /// Decodes `input` (exactly one zstd frame) into exactly `n` bytes.
 pub fn zstd_decode(input: &[u8], n: usize) -> Result<Vec<u8>> {
     let mut out = Vec::with_capacity(n);
-    let mut dec = zstd::bulk::Decompressor::new()?;
-    // `decompress_to_buffer` never writes past the capacity: a forged frame cannot grow memory.
-    let got = dec.decompress_to_buffer(input, &mut out).map_err(|e| Error::corrupt(format!("zstd: {e}")))?;
+    let got = ZSTD_DECODER.with(|cell| -> Result<usize> {
+        let mut slot = cell.borrow_mut();
+        let dec = match &mut *slot {
+            Some(d) => d,
+            empty => empty.insert(zstd::bulk::Decompressor::new()?),
+        };
+        // `decompress_to_buffer` never writes past the capacity: a forged frame cannot grow
+        // memory. A frame that fails leaves the decoder ready for the next one (each call starts
+        // a new frame).
+        dec.decompress_to_buffer(input, &mut out).map_err(|e| Error::corrupt(format!("zstd: {e}")))
+    })?;
     if got != n {
         return Err(Error::corrupt("zstd: wrong decoded length"));
     }

@@ -162,6 +162,38 @@ impl Stream {
         Stream { ty: self.ty, data }
     }
 
+    /// The stream whose word `i` is word `i` for `i < back`, else `f(word i, new word i - back)`
+    /// masked to the type, in place: the inverse of [`Stream::zip_back`]. One dispatch on the
+    /// container; for `back` of at least a vector, rows of `back` words that the compiler can
+    /// vectorize.
+    pub fn scan_back(mut self, back: usize, f: impl Fn(u64, u64) -> u64) -> Stream {
+        fn go<T: Lane>(d: &mut [T], back: usize, m: u64, f: &impl Fn(u64, u64) -> u64) {
+            if back >= 8 {
+                let mut start = back;
+                while start < d.len() {
+                    let (done, rest) = d.split_at_mut(start);
+                    let row = back.min(rest.len());
+                    for (c, &p) in rest[..row].iter_mut().zip(&done[start - back..]) {
+                        *c = T::from_u64(f(c.to_u64(), p.to_u64()) & m);
+                    }
+                    start += row;
+                }
+            } else {
+                for i in back..d.len() {
+                    d[i] = T::from_u64(f(d[i].to_u64(), d[i - back].to_u64()) & m);
+                }
+            }
+        }
+        let m = self.ty.mask();
+        match &mut self.data {
+            Data::U8(d) => go(d, back, m, &f),
+            Data::U16(d) => go(d, back, m, &f),
+            Data::U32(d) => go(d, back, m, &f),
+            Data::U64(d) => go(d, back, m, &f),
+        }
+        self
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = u64> + '_ {
         (0..self.len()).map(move |i| self.get(i))
     }

@@ -234,30 +234,33 @@ pub unsafe fn to_runs<T: super::RunWord>(x: &[T], y: &mut [u16]) -> usize {
     steps
 }
 
-/// [`super::from_runs`] on whole blocks of 16 steps, the inverse of [`to_runs`]: the block's 16
-/// rows of `y` (a step of 32 lanes each) are two 16 x 16 matrices, whose transposes are 16 words
-/// of each run. Returns the steps done (the rest go to the scalar kernel).
+/// [`super::from_runs_steps`] on whole groups of 16 steps, the inverse of [`to_runs`]: a group's
+/// 16 rows (a step of 32 lanes each) are two 16 x 16 matrices, whose transposes are 16 words of
+/// each run. Returns the steps done (the rest go to the scalar kernel).
 ///
 /// # Safety
-/// The CPU must support AVX2; `x` is as long as `y`.
+/// The CPU must support AVX2; `block` holds whole steps, `t0` plus their number at most
+/// `x.len() / 32` (checked by the caller).
 #[target_feature(enable = "avx2")]
-pub unsafe fn from_runs(y: &[u16], x: &mut [u16]) -> usize {
+pub unsafe fn from_runs_steps(block: &[u16], x: &mut [u16], t0: usize) -> usize {
     const LANES: usize = super::RUNS;
-    assert!(y.len() == x.len());
-    let r = y.len() / LANES;
-    let steps = r - r % 16;
-    for t0 in (0..steps).step_by(16) {
+    let r = x.len() / LANES;
+    let tn = block.len() / LANES;
+    debug_assert!(block.len() == LANES * tn && t0 + tn <= r);
+    let steps = tn - tn % 16;
+    for s0 in (0..steps).step_by(16) {
         for half in 0..2 {
-            // SAFETY: row `t` of the block is y[32 (t0 + t)..][..32] and the loads read its half
-            // `16 half..16 (half + 1)`, within `32 r <= y.len()`; run `j < 32` is x[r j..r (j + 1)]
-            // and `t0 + 16 <= r`: every store writes 16 words of one run.
+            // SAFETY: row `t` of the group is block[32 (s0 + t)..][..32] and the loads read its
+            // half `16 half..16 (half + 1)`, within `32 tn`; run `j < 32` is x[r j..r (j + 1)]
+            // and `t0 + s0 + 16 <= r`: every store writes 16 words of one run.
             unsafe {
-                let base = y.as_ptr().add(LANES * t0 + 16 * half);
+                let base = block.as_ptr().add(LANES * s0 + 16 * half);
                 let a: [__m256i; 16] =
                     std::array::from_fn(|t| _mm256_loadu_si256(base.add(LANES * t) as *const __m256i));
                 let runs = transpose16(&a);
                 for (k, run) in runs.iter().enumerate() {
-                    _mm256_storeu_si256(x.as_mut_ptr().add(r * (16 * half + k) + t0) as *mut __m256i, *run);
+                    let at = r * (16 * half + k) + t0 + s0;
+                    _mm256_storeu_si256(x.as_mut_ptr().add(at) as *mut __m256i, *run);
                 }
             }
         }

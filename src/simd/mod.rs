@@ -279,15 +279,34 @@ pub fn from_runs(y: &[u16], x: &mut [u16]) {
 /// [`from_runs`] at a given level.
 pub fn from_runs_at(isa: Isa, y: &[u16], x: &mut [u16]) {
     assert_eq!(x.len(), y.len());
+    let whole = x.len() / RUNS * RUNS;
+    // In groups of 16 steps (1 KiB of `y`), so that the reads stay in L1 while each run's 16
+    // words are written together.
+    for (g, block) in y[..whole].chunks(16 * RUNS).enumerate() {
+        from_runs_steps_at(isa, block, x, 16 * g);
+    }
+    x[whole..].copy_from_slice(&y[whole..]);
+}
+
+/// Steps `t0..t0 + block.len() / 32` of [`from_runs`]: `x[r j + t0 + t] = block[32 t + j]` with
+/// `r = x.len() / 32` (a decoder that writes a few steps at a time moves them while they are
+/// in L1). `block` holds whole steps, and they are steps of `x`.
+pub fn from_runs_steps(block: &[u16], x: &mut [u16], t0: usize) {
+    from_runs_steps_at(isa(), block, x, t0)
+}
+
+/// [`from_runs_steps`] at a given level.
+pub fn from_runs_steps_at(isa: Isa, block: &[u16], x: &mut [u16], t0: usize) {
+    assert!(block.len().is_multiple_of(RUNS) && t0 + block.len() / RUNS <= x.len() / RUNS);
     #[cfg(target_arch = "x86_64")]
     if isa.min(detected()) >= Isa::Avx2 {
-        // SAFETY: AVX2 was detected on this CPU (every level from AVX2 up has it); the lengths
-        // are equal (asserted above).
-        let t0 = unsafe { avx2::from_runs(y, x) };
-        return scalar::from_runs(y, x, t0);
+        // SAFETY: AVX2 was detected on this CPU (every level from AVX2 up has it); the block's
+        // steps are within `x` (asserted above).
+        let done = unsafe { avx2::from_runs_steps(block, x, t0) };
+        return scalar::from_runs_steps(block, x, t0, done);
     }
     let _ = isa;
-    scalar::from_runs(y, x, 0)
+    scalar::from_runs_steps(block, x, t0, 0)
 }
 
 /// Writes 4- or 5-bit quants (bytes, 32 per block, below 32) into the blocks of `body` (blocks

@@ -137,21 +137,15 @@ pub fn to_runs<T: Copy + Into<u16>>(x: &[T], y: &mut [u16], from: usize) {
     }
 }
 
-/// See [`super::from_runs`]: in blocks of 16 steps (1 KiB of `y`), so that the reads stay in L1
-/// while each lane's 16 words are written together.
-pub fn from_runs(y: &[u16], x: &mut [u16], from: usize) {
+/// See [`super::from_runs_steps`], from step `from` of the block on.
+pub fn from_runs_steps(block: &[u16], x: &mut [u16], t0: usize, from: usize) {
     const LANES: usize = super::RUNS;
-    let (n, r) = (y.len(), y.len() / LANES);
-    for t0 in (from..r).step_by(16) {
-        let tn = 16.min(r - t0);
-        let block = &y[LANES * t0..LANES * (t0 + tn)];
-        for j in 0..LANES {
-            for (t, o) in x[r * j + t0..r * j + t0 + tn].iter_mut().enumerate() {
-                *o = block[LANES * t + j];
-            }
+    let r = x.len() / LANES;
+    for (t, step) in block.chunks_exact(LANES).enumerate().skip(from) {
+        for (j, &v) in step.iter().enumerate() {
+            x[r * j + t0 + t] = v;
         }
     }
-    x[LANES * r..n].copy_from_slice(&y[LANES * r..]);
 }
 
 /// See [`super::nibble_blocks`], from block `from` on.

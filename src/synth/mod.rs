@@ -434,8 +434,11 @@ fn choose_traced(t: &TensorView, opts: &SearchOptions) -> Result<(Choice, Deriva
     // Where decode time is priced, each finalist's fast twin competes too: the screen is too
     // short for the tables of the fast leaf to pay, so the search rarely keeps it.
     let mut found = found;
+    // And so does each one's twin with a raw sign, which the screen's noise can hide: a sign
+    // plane's context rarely saves what its decoding costs.
     if opts.decode_weight > 0.0 {
         add_twins(&mut found, fast_twin);
+        add_twins(&mut found, raw_sign_twin);
     }
     // The packed twin of a block split competes too: on the screen, the table of a byte
     // alphabet weighs more than it does on a whole chunk.
@@ -532,6 +535,25 @@ fn fast_twin(p: &Node) -> Option<Node> {
         return leaf;
     }
     let kids: Vec<Option<Node>> = p.children.iter().map(fast_twin).collect();
+    if kids.iter().all(|k| k.is_none()) {
+        return None;
+    }
+    let children = kids.into_iter().zip(&p.children).map(|(k, c)| k.unwrap_or_else(|| c.clone())).collect();
+    Some(Node::new(p.op.clone(), children))
+}
+
+/// `p` with the entropy-coded sign part of each `fields` raw; None when nothing changes.
+fn raw_sign_twin(p: &Node) -> Option<Node> {
+    let coded = |c: &Node| matches!(c.op, Op::Lanes(_) | Op::Huffman(_) | Op::Rans(_));
+    let kids: Vec<Option<Node>> = p
+        .children
+        .iter()
+        .enumerate()
+        .map(|(i, c)| match &p.op {
+            Op::Fields(_) if i == 1 && coded(c) => Some(raw()),
+            _ => raw_sign_twin(c),
+        })
+        .collect();
     if kids.iter().all(|k| k.is_none()) {
         return None;
     }

@@ -243,3 +243,21 @@ fn fast_twins() {
     assert_eq!(twin(fields(8, 7, 3, [lanes(), raw(), raw()])), None);
     assert_eq!(twin(raw()), None);
 }
+
+/// The raw-sign twin stores each `fields` sign part raw where an entropy leaf codes it, at any
+/// depth, and leaves programs without one alone.
+#[test]
+fn raw_sign_twins() {
+    let twin = |p: Node| raw_sign_twin(&p).map(|t| t.to_string());
+    assert_eq!(
+        twin(fields(8, 23, 4, [lanes_adj(), lanes_adj(), dict(delta(1, zstd(9)), raw())])),
+        Some(fields(8, 23, 4, [lanes_adj(), raw(), dict(delta(1, zstd(9)), raw())]).to_string())
+    );
+    assert_eq!(
+        twin(delta(1, fields(5, 10, 1, [huffman(), rans(), raw()]))),
+        Some(delta(1, fields(5, 10, 1, [huffman(), raw(), raw()])).to_string())
+    );
+    assert_eq!(twin(fields(5, 10, 1, [lanes(), raw(), lanes()])), None);
+    assert_eq!(twin(fields(5, 10, 1, [lanes(), konst(0), raw()])), None);
+    assert_eq!(twin(byteplanes(vec![lanes(), lanes()])), None);
+}

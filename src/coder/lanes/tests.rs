@@ -81,6 +81,14 @@ fn round_trip(symbols: &[u16], ctx: Ctx) -> Vec<u8> {
             assert_eq!(decode_at(l, &out[3..], &mut dec2).unwrap(), block.len());
             assert!(dec2 == symbols);
         }
+        if ctx == Ctx::Prev {
+            // A few steps at a time, moved to their runs.
+            let mut want = vec![0u16; symbols.len()];
+            crate::simd::from_runs(symbols, &mut want);
+            let mut runs = vec![0xAAAAu16; symbols.len()];
+            assert_eq!(decode_runs_at(l, &out[3..], &mut runs).unwrap(), block.len());
+            assert!(runs == want, "{l:?} n {} decode_runs", symbols.len());
+        }
     }
     block
 }
@@ -354,6 +362,20 @@ fn levels_agree_on_damaged_blocks() {
                 }
             }
             assert!(results.windows(2).all(|w| w[0] == w[1]), "isas disagree");
+            if *ctx == Ctx::Prev {
+                // `decode_runs` fails where `decode_ctx` does, and otherwise gives its symbols
+                // in run order.
+                for &l in &isas {
+                    let mut out = vec![0u16; *n];
+                    let r = decode_runs_at(l, b, &mut out).map_err(|e| e.to_string());
+                    assert_eq!(r, results[0].0, "{l:?}: decode_runs");
+                    if r.is_ok() {
+                        let mut want = vec![0u16; *n];
+                        crate::simd::from_runs(&results[0].1, &mut want);
+                        assert!(out == want, "{l:?}: decode_runs");
+                    }
+                }
+            }
         }
     }
 }

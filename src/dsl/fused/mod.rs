@@ -39,11 +39,19 @@ struct Scratch {
     parts: [Vec<u16>; 2],
     /// The bytes of an LZ-coded part (`word32`).
     bytes: Vec<u8>,
+    /// The table of a `dict` part (`word32`).
+    table: Vec<u32>,
 }
 
 impl Scratch {
     const fn new() -> Scratch {
-        Scratch { head: Vec::new(), words: Vec::new(), parts: [Vec::new(), Vec::new()], bytes: Vec::new() }
+        Scratch {
+            head: Vec::new(),
+            words: Vec::new(),
+            parts: [Vec::new(), Vec::new()],
+            bytes: Vec::new(),
+            table: Vec::new(),
+        }
     }
 }
 

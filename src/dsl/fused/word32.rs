@@ -1,15 +1,16 @@
 //! The fused writer of 32-bit float programs: `fields(e,m,k)[H, S, L]` over 32-bit words (fp32:
 //! `e8 m23`), with `H` an entropy leaf of `e + k <= 16` bits or `byteplanes` of such a leaf and
 //! a part (for `e + k > 8`), `S` raw, constant or an entropy leaf, and `L` (the `m - k` low
-//! mantissa bits, more than 8) raw, constant or `zstd`. The head symbols
+//! mantissa bits, more than 8) raw, constant, `zstd` or `dict` of a table and raw, constant or
+//! entropy-coded indices (the table decoded by the interpreter: at most 2^16 words). The head symbols
 //! are decoded into a per-thread buffer; then, a block at a time (the block stays in L1), the
 //! sign and low parts are unpacked and merged with them straight into the caller's buffer. No
 //! stream is allocated; the interpreter writes the same bytes.
 
-use super::{head_leaf, leaf, merge_planes, part, Part, BLOCK, SCRATCH};
+use super::{head_leaf, leaf, merge_planes, part, Part, Scratch, BLOCK, SCRATCH};
 use crate::coder::bitio::ByteReader;
 use crate::coder::{self, packed_len};
-use crate::dsl::{Node, Op, Ty};
+use crate::dsl::{Env, Node, Op, Stream, Ty};
 use crate::error::{Error, Result};
 
 /// Whether [`decode_into`] takes `p` over words of type `ty`.
@@ -22,7 +23,18 @@ pub(super) fn applies(p: &Node, ty: Ty) -> bool {
         && f.mant - f.k > 8
         && head(&p.children[0], f.exp + f.k)
         && part(&p.children[1])
-        && matches!(p.children[2].op, Op::Raw(_) | Op::Const(_) | Op::Zstd(_))
+        && (matches!(p.children[2].op, Op::Raw(_) | Op::Const(_) | Op::Zstd(_)) || dict_low(&p.children[2]))
+}
+
+/// `dict[table, indices]` with a table program that needs nothing but its payload and indices
+/// that are a part.
+fn dict_low(p: &Node) -> bool {
+    matches!(p.op, Op::Dict(_)) && p.children.len() == 2 && standalone(&p.children[0]) && part(&p.children[1])
+}
+
+/// A program that reads nothing but its payload: no copy, reference or position.
+fn standalone(p: &Node) -> bool {
+    !matches!(p.op, Op::Copy(_) | Op::Arange(_)) && !p.uses_reference() && p.children.iter().all(standalone)
 }
 
 /// An entropy leaf, or (for a head of 9 to 16 bits) `byteplanes` of an entropy leaf and a part.
@@ -41,7 +53,19 @@ enum Low<'a> {
     Packed(&'a [u8]),
     Const(u32),
     Words(&'a [u8], usize),
+    /// `dict`: the table (its first `t` words) and the indices (of `bits` bits).
+    Dict {
+        table: &'a [u32; DICT],
+        t: usize,
+        idx: Part<'a>,
+        bits: u32,
+    },
 }
+
+/// Table words a `dict` low part can have (`dict::MAX_ENTRIES`): any 16-bit index is inside
+/// a table of this size, so the lookup needs no bounds check; indices at or past the table's
+/// length are found per block.
+const DICT: usize = crate::dsl::ops::dict::MAX_ENTRIES;
 
 /// Decodes `out.len() / 4` words with `p` (for which [`applies`] holds) from the chunk payload
 /// `r`, little-endian into `out`.
@@ -51,19 +75,19 @@ pub(super) fn decode_into(p: &Node, r: &mut ByteReader, out: &mut [u8]) -> Resul
     let n = out.len() / 4;
     let lo = f.mant - f.k;
     SCRATCH.with(|cell| {
-        let scratch = &mut *cell.borrow_mut();
+        let Scratch { head, words, parts, bytes, table } = &mut *cell.borrow_mut();
         let hbits = f.exp + f.k;
-        let head = if head_leaf(&kids[0]) {
-            leaf(&kids[0], Ty::u(hbits), r.bytes()?, n, &mut scratch.head)?;
-            &scratch.head
+        let head: &[u16] = if head_leaf(&kids[0]) {
+            leaf(&kids[0], Ty::u(hbits), r.bytes()?, n, head)?;
+            head
         } else {
             // `byteplanes` of the head: its high bytes into `head`, its low part into `parts[1]`,
             // merged into `words`.
-            scratch.words.resize(n, 0);
-            merge_planes(&kids[0].children, hbits, r, &mut scratch.head, &mut scratch.parts[1], &mut scratch.words)?;
-            &scratch.words
+            words.resize(n, 0);
+            merge_planes(&kids[0].children, hbits, r, head, &mut parts[1], words)?;
+            words
         };
-        let [sbuf, _] = &mut scratch.parts;
+        let [sbuf, ibuf] = parts;
         let sign = Part::read(&kids[1], 1, n, r, sbuf)?;
         let low = match &kids[2].op {
             Op::Raw(_) => {
@@ -76,11 +100,26 @@ pub(super) fn decode_into(p: &Node, r: &mut ByteReader, out: &mut [u8]) -> Resul
             Op::Const(c) if c.value <= Ty::u(lo).mask() => Low::Const(c.value as u32),
             Op::Zstd(_) => {
                 let width = Ty::u(lo).container_bytes();
-                scratch.bytes = coder::zstd_decode(r.bytes()?, n * width)?;
-                check_words(&scratch.bytes, width, lo)?;
-                Low::Words(&scratch.bytes, width)
+                *bytes = coder::zstd_decode(r.bytes()?, n * width)?;
+                check_words(bytes, width, lo)?;
+                Low::Words(bytes, width)
             }
-            _ => return Err(Error::corrupt("fused decode: the low part is not raw, constant or zstd")),
+            Op::Dict(d) => {
+                let [(tty, t), (ity, _)] = d.read_header(Ty::u(lo), n, r)?;
+                let no_copy = |_: u32| -> Result<Stream> { Err(Error::corrupt("dict table: no copy")) };
+                let words = kids[2].children[0].decode(tty, t, r, &[], &Env::new(0, &no_copy))?;
+                if words.ty != tty || words.len() != t {
+                    return Err(Error::corrupt("dict: table of another type"));
+                }
+                table.resize(DICT, 0);
+                for (o, v) in table.iter_mut().zip(words.iter()) {
+                    *o = v as u32;
+                }
+                let idx = Part::read(&kids[2].children[1], ity.bits, n, r, ibuf)?;
+                let table = <&[u32; DICT]>::try_from(&table[..DICT]).expect("resized above");
+                Low::Dict { table, t, idx, bits: ity.bits }
+            }
+            _ => return Err(Error::corrupt("fused decode: the low part is not raw, constant, zstd or dict")),
         };
         let (mut s, mut m) = ([0u8; BLOCK], [0u32; BLOCK]);
         for (block, dst) in out.chunks_mut(4 * BLOCK).enumerate() {
@@ -96,6 +135,16 @@ pub(super) fn decode_into(p: &Node, r: &mut ByteReader, out: &mut [u8]) -> Resul
                 Low::Words(bytes, 2) => {
                     for (o, w) in m[..b].iter_mut().zip(bytes[2 * start..2 * (start + b)].chunks_exact(2)) {
                         *o = u16::from_le_bytes([w[0], w[1]]) as u32;
+                    }
+                }
+                Low::Dict { table, t, ref idx, bits } => {
+                    let mut ix = [0u16; BLOCK];
+                    idx.unpack16(bits, start, &mut ix[..b]);
+                    if ix[..b].iter().fold(0, |a, &i| a.max(i)) as usize >= t {
+                        return Err(Error::corrupt("dict: index out of range"));
+                    }
+                    for (o, &i) in m[..b].iter_mut().zip(&ix[..b]) {
+                        *o = table[i as usize];
                     }
                 }
                 Low::Words(bytes, _) => {
@@ -191,7 +240,7 @@ mod tests {
     }
 
     /// The fused path gives what the interpreter gives for every head leaf, raw, constant and
-    /// entropy-coded sign parts, raw and constant low parts, k from 0 to 8, odd lengths and
+    /// entropy-coded sign parts, raw, constant, zstd and dict low parts, k from 0 to 8, odd lengths and
     /// aligned and misaligned outputs; and on damaged payloads it fails wherever the interpreter
     /// does.
     #[test]
@@ -210,6 +259,8 @@ mod tests {
                             fields(8, 23, k, [head.clone(), head.clone(), raw()]),
                             fields(8, 23, k, [head.clone(), raw(), konst(0)]),
                             fields(8, 23, k, [head.clone(), raw(), zstd(3)]),
+                            fields(8, 23, k, [head.clone(), raw(), dict(delta(1, zstd(9)), raw())]),
+                            fields(8, 23, k, [head.clone(), head.clone(), dict(raw(), head.clone())]),
                         ];
                         if k > 0 {
                             // A head of 9..=16 bits split into byte planes.
@@ -257,7 +308,11 @@ mod tests {
                 }
             }
         }
-        assert!(checked >= 300, "{checked} cases");
+        assert!(checked >= 400, "{checked} cases");
+        // A table that needs the chunk's position or another tensor takes the interpreter.
+        for table in [arange(0, 1), copy(0)] {
+            assert!(!applies(&fields(8, 23, 4, [lanes(), raw(), dict(table, raw())]), Ty::u(32)));
+        }
     }
 
     /// `unpack_wide` reads what `coder::pack` writes, at every width and around the end.

@@ -146,16 +146,8 @@ impl Lanes {
         }
         let used = match self.ctx {
             LanesCtx::Interleaved(ctx) => lanes::decode_ctx(input, ctx, out)?,
-            LanesCtx::Adjacent => {
-                let mut y = RUNS.take();
-                y.resize(out.len(), 0);
-                let used = lanes::decode_ctx(input, lanes::Ctx::Prev, &mut y);
-                if used.is_ok() {
-                    crate::simd::from_runs(&y, out);
-                }
-                RUNS.set(y);
-                used?
-            }
+            // Each few steps moved to their runs while in L1.
+            LanesCtx::Adjacent => lanes::decode_runs(input, out)?,
         };
         if used != input.len() {
             return Err(Error::corrupt("lanes leaf: trailing bytes"));

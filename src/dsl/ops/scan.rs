@@ -48,23 +48,11 @@ impl Scan {
     }
 
     pub fn inverse(&self, y: Stream) -> Stream {
-        let s = self.stride as usize;
-        let m = y.ty.mask();
-        let mut out = Stream::with_capacity(y.ty, y.len());
-        let mut hist: Vec<u64> = Vec::with_capacity(y.len());
-        for i in 0..y.len() {
-            let v = if i < s {
-                y.get(i)
-            } else {
-                match self.kind {
-                    ScanKind::Delta => y.get(i).wrapping_add(hist[i - s]) & m,
-                    ScanKind::Xor => y.get(i) ^ hist[i - s],
-                }
-            };
-            hist.push(v);
-            out.push(v);
+        let s = usize::try_from(self.stride).unwrap_or(usize::MAX);
+        match self.kind {
+            ScanKind::Delta => y.scan_back(s, |c, p| c.wrapping_add(p)),
+            ScanKind::Xor => y.scan_back(s, |c, p| c ^ p),
         }
-        out
     }
 }
 
@@ -75,5 +63,37 @@ impl std::fmt::Display for Scan {
             ScanKind::Xor => "xor",
         };
         write!(f, "{name}({})", self.stride)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The inverse undoes the forward scan, word by word as the definition says, for strides
+    /// below and above a vector, at every container width and at a width narrower than its
+    /// container.
+    #[test]
+    fn inverse_undoes_forward_at_every_width_and_stride() {
+        for bits in [1u32, 7, 8, 13, 16, 19, 32, 40, 64] {
+            let ty = Ty::u(bits);
+            let x = Stream::from_fn(ty, 5000, |i| (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 7 & ty.mask());
+            for stride in [1u64, 3, 8, 9, 100, 2048, 6000] {
+                for kind in [ScanKind::Delta, ScanKind::Xor] {
+                    let s = Scan { kind, stride };
+                    let y = s.forward(&x);
+                    let d = stride as usize;
+                    for i in (0..x.len()).step_by(97) {
+                        let want = match (i < d, kind) {
+                            (true, _) => x.get(i),
+                            (false, ScanKind::Delta) => x.get(i).wrapping_sub(x.get(i - d)) & ty.mask(),
+                            (false, ScanKind::Xor) => x.get(i) ^ x.get(i - d),
+                        };
+                        assert_eq!(y.get(i), want, "{s} u{bits} at {i}");
+                    }
+                    assert_eq!(s.inverse(y), x, "{s} u{bits}");
+                }
+            }
+        }
     }
 }

@@ -170,15 +170,57 @@ pub fn decode_ctx(input: &[u8], ctx: Ctx, out: &mut [u16]) -> Result<usize> {
 
 /// [`decode_ctx`] at a given SIMD level (lowered to what the CPU has).
 pub fn decode_ctx_at(isa: Isa, input: &[u8], ctx: Ctx, out: &mut [u16]) -> Result<usize> {
-    let d = ctx.distance().ok_or_else(|| Error::corrupt(format!("lanes: bad context {ctx:?}")))?;
+    decode_segments(isa, input, ctx, out.len(), |next| next(out))
+}
+
+/// Steps decoded at a time by [`decode_runs`]: 4 KiB, in L1 until they are moved.
+const RUN_STEPS: usize = 64;
+
+/// Decodes a block of `out.len()` symbols encoded with [`Ctx::Prev`] in the order of
+/// `simd::to_runs`, and writes them back in run order (`simd::from_runs`): 64 steps
+/// at a time into a buffer in L1, each moved to its runs at once. As [`decode`] otherwise.
+pub fn decode_runs(input: &[u8], out: &mut [u16]) -> Result<usize> {
+    decode_runs_at(crate::simd::isa(), input, out)
+}
+
+/// [`decode_runs`] at a given SIMD level (lowered to what the CPU has).
+pub fn decode_runs_at(isa: Isa, input: &[u8], out: &mut [u16]) -> Result<usize> {
     let n = out.len();
+    let r = n / LANES;
+    let mut buf = [0u16; RUN_STEPS * LANES];
+    decode_segments(isa, input, Ctx::Prev, n, |next| {
+        for t0 in (0..r).step_by(RUN_STEPS) {
+            let block = &mut buf[..RUN_STEPS.min(r - t0) * LANES];
+            next(block)?;
+            crate::simd::from_runs_steps_at(isa, block, out, t0);
+        }
+        // The last `n % 32` symbols are in place already.
+        next(&mut out[LANES * r..])
+    })
+}
+
+/// Decodes the `n` symbols of a block encoded with `ctx` through `f`, which hands `next`
+/// consecutive segments of them: each but the last a whole number of steps, `n` symbols in all,
+/// one segment only for a `Back` context (its ring's rows start with each call). Returns the
+/// bytes consumed.
+fn decode_segments(
+    isa: Isa,
+    input: &[u8],
+    ctx: Ctx,
+    n: usize,
+    f: impl FnOnce(&mut dyn FnMut(&mut [u16]) -> Result<()>) -> Result<()>,
+) -> Result<usize> {
+    let d = ctx.distance().ok_or_else(|| Error::corrupt(format!("lanes: bad context {ctx:?}")))?;
     if n == 0 {
         return Ok(0);
     }
     let mut r = SpecReader::new(input);
     let mut single = 0u16;
     let Some(spec) = read_spec(&mut r, &mut single)? else {
-        out.fill(single);
+        f(&mut |seg| {
+            seg.fill(single);
+            Ok(())
+        })?;
         return Ok(r.bytes_consumed());
     };
     let model = build_model(&spec)?;
@@ -206,7 +248,13 @@ pub fn decode_ctx_at(isa: Isa, input: &[u8], ctx: Ctx, out: &mut [u16]) -> Resul
         st.ring = vec![0u8; d];
         CTX_BACK
     };
-    run(isa, mode, &t, &inp, &mut esc, &mut st, out)?;
+    let mut done = 0usize;
+    f(&mut |seg| {
+        debug_assert!(done.is_multiple_of(LANES) && (mode != CTX_BACK || done == 0));
+        done += seg.len();
+        run(isa, mode, &t, &inp, &mut esc, &mut st, seg)
+    })?;
+    debug_assert_eq!(done, n);
     if st.pos != nwords || st.x[..n.min(LANES)].iter().any(|&x| x != L) || esc.left != 0 {
         return Err(Error::corrupt(if st.pos > nwords {
             "lanes: data ends early"
