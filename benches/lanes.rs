@@ -161,6 +161,14 @@ fn bench(c: &mut Criterion) {
         g.bench_function(BenchmarkId::new("lanes_decode", isa.name()), |b| {
             b.iter(|| lanes::decode_at(isa, &lblock, &mut out).unwrap())
         });
+        // The `lanes(adj)` block: the same symbols in run order, moved back 64 steps at a time.
+        let mut want = vec![0u16; N];
+        simd::from_runs(&syms, &mut want);
+        lanes::decode_runs_at(isa, &lprev, &mut out).unwrap();
+        assert!(out == want);
+        g.bench_function(BenchmarkId::new("lanes_decode_runs", isa.name()), |b| {
+            b.iter(|| lanes::decode_runs_at(isa, &lprev, &mut out).unwrap())
+        });
     }
     // The encoder at each level (AVX-512, AVX2 and scalar state machines): the whole `encode`,
     // planning included, and `encoded_len` (the same without storing words).
@@ -208,6 +216,14 @@ fn bench(c: &mut Criterion) {
         let mut out = vec![0u16; N];
         g.bench_function(BenchmarkId::new("lanes_decode", isa.name()), |b| {
             b.iter(|| lanes::decode_at(isa, &lblock, &mut out).unwrap())
+        });
+        // The `lanes(adj)` block: the same symbols in run order, moved back 64 steps at a time.
+        let mut want = vec![0u16; N];
+        simd::from_runs(&syms, &mut want);
+        lanes::decode_runs_at(isa, &lprev, &mut out).unwrap();
+        assert!(out == want);
+        g.bench_function(BenchmarkId::new("lanes_decode_runs", isa.name()), |b| {
+            b.iter(|| lanes::decode_runs_at(isa, &lprev, &mut out).unwrap())
         });
     }
     g.finish();
