@@ -32,6 +32,18 @@ impl Level {
         Level::ALL.into_iter().find(|l| l.name() == s)
     }
 
+    /// The next level that searches less (None for `fast`). Each tensor's program at a level is
+    /// compared, over the whole tensor, with the one the cheaper level picks, and the smaller
+    /// kept (`compress::choose`): a level that searches more never comes out larger. (On the
+    /// sample alone, a context model with large tables can look smaller than it is.)
+    pub(crate) fn cheaper(self) -> Option<Level> {
+        match self {
+            Level::Fast => None,
+            Level::Default => Some(Level::Fast),
+            Level::Max => Some(Level::Default),
+        }
+    }
+
     /// Elements of each tensor's sample at this level, from the caller's (the default level's).
     pub(crate) fn sample_elems(self, sample_elems: usize) -> usize {
         match self {

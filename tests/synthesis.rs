@@ -112,16 +112,54 @@ fn uniform_prior_uses_the_same_productions() {
     assert!(diff < 0.002, "exhaustive searches differ by {:.3}%", 100.0 * diff);
 }
 
-/// The built-in prior parses, is learned (not uniform), and is the default.
+/// The built-in prior parses and is learned (not uniform). The default prior is learned from the
+/// input's sample with the built-in one as its backoff; at `fast`, the built-in one, unlearned.
 #[test]
-fn builtin_prior_is_the_default() {
+fn learned_and_builtin_prior_is_the_default() {
     let p = brevis::internals::synth::builtin_prior();
     assert!(!p.is_uniform() && p.tensors > 0);
-    assert!(matches!(brevis::Options::default().prior, PriorSource::Builtin));
+    assert!(matches!(brevis::Options::default().prior, PriorSource::LearnBackoff));
     let f = checkpoint();
-    let default = brevis::compress(&f, &brevis::Options::default()).unwrap();
-    let given = brevis::compress(&f, &brevis::Options::default().with_prior(PriorSource::Given(p))).unwrap();
-    assert!(default == given);
+    let run = |prior: Option<PriorSource>, level| {
+        let stats = Arc::new(brevis::SearchStats::default());
+        let opts = brevis::Options::default().with_level(level).with_stats(Some(stats.clone()));
+        let a = brevis::compress(&f, &prior.map_or(opts.clone(), |p| opts.with_prior(p))).unwrap();
+        (a, stats.learn_tensors.load(std::sync::atomic::Ordering::Relaxed))
+    };
+    let (default, learned) = run(None, brevis::Level::Default);
+    assert!(learned > 0, "the default level learned no prior");
+    assert!(default == run(Some(PriorSource::LearnBackoff), brevis::Level::Default).0);
+    let (fast, learned) = run(None, brevis::Level::Fast);
+    assert_eq!(learned, 0, "fast learned a prior");
+    assert!(fast == run(Some(PriorSource::Given(p)), brevis::Level::Fast).0);
+    assert_eq!(brevis::decompress(&default).unwrap(), f);
+}
+
+/// A level that searches more never comes out larger (`max` <= `default` <= `fast`): on the real
+/// fixture, a 2:4-sparse fp16 checkpoint and a GGUF file of quantized blocks.
+#[test]
+fn a_level_that_searches_more_is_never_larger() {
+    let mut rng = Rng(11);
+    let mut ts = Vec::new();
+    for l in 0..2 {
+        let mut w: Vec<f64> = (0..256 * 384).map(|_| rng.normal(0.04)).collect();
+        for g in w.chunks_mut(4) {
+            let mut order = [0, 1, 2, 3];
+            order.sort_by(|&a, &b| g[a].abs().total_cmp(&g[b].abs()));
+            g[order[0]] = 0.0;
+            g[order[1]] = 0.0;
+        }
+        let data = w.iter().flat_map(|&x| half::f16::from_f64(x).to_bits().to_le_bytes()).collect();
+        ts.push(tensor(&format!("layers.{l}.mlp.fc1.weight"), "F16", &[256, 384], data));
+    }
+    let sparse = file(&ts, None);
+    let gguf = support::gguf::quant_model(5, 48, 12).bytes();
+    let fixture = std::fs::read(support::tools::fixture()).unwrap();
+    for (name, f) in [("silero fixture", &fixture), ("2:4 sparse", &sparse), ("quantized GGUF", &gguf)] {
+        let size = |level| brevis::compress(f, &brevis::Options::default().with_level(level)).unwrap().len();
+        let [fast, default, max] = brevis::Level::ALL.map(size);
+        assert!(max <= default && default <= fast, "{name}: fast {fast}, default {default}, max {max}");
+    }
 }
 
 #[test]

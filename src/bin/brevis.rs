@@ -81,8 +81,9 @@ enum Cmd {
         #[command(subcommand)]
         cmd: PriorCmd,
     },
-    /// Measure the search: total size and compression time against the budget, with the
-    /// learned prior and with the uniform prior over the same productions.
+    /// Measure the search: total size and compression time against the budget, with the prior
+    /// learned and backed off to the built-in one, the built-in, the learned and the uniform
+    /// prior over the same productions.
     ///
     /// Without `--search`: speed and size of Brevis (compress, decompress with 1 and all threads)
     /// against zstd -3 and -9, lz4, deflate and memcpy, on the same bytes in memory.
@@ -230,10 +231,11 @@ struct SearchArgs {
     /// Deepest program the search builds (levels of transforms).
     #[arg(long, default_value_t = brevis::Options::default().depth)]
     depth: usize,
-    /// Production prior: `builtin` (the default: the prior that ships with Brevis, learned from
-    /// real checkpoints), `learn` (learned from a sample of the input's tensors, which takes
-    /// time), `uniform`, or a JSON file from `brevis prior learn`.
-    #[arg(long, value_name = "builtin|learn|uniform|FILE")]
+    /// Production prior: `learn+builtin` (the default: learned from a sample of the input's
+    /// tensors, backed off to the built-in prior; `--level fast` uses the built-in one alone),
+    /// `builtin` (the prior that ships with Brevis, learned from real checkpoints), `learn`
+    /// (learned from the sample alone), `uniform`, or a JSON file from `brevis prior learn`.
+    #[arg(long, value_name = "learn+builtin|builtin|learn|uniform|FILE")]
     prior: Option<String>,
     /// Print search statistics (expansions, pruned nodes, time); also shown by -v.
     #[arg(long)]
@@ -248,7 +250,8 @@ impl SearchArgs {
     fn prior(&self) -> Result<brevis::PriorSource, String> {
         use brevis::PriorSource;
         Ok(match self.prior.as_deref() {
-            None | Some("builtin") => PriorSource::Builtin,
+            None | Some("learn+builtin") => PriorSource::LearnBackoff,
+            Some("builtin") => PriorSource::Builtin,
             Some("learn") => PriorSource::Learn,
             Some("uniform") => PriorSource::Uniform,
             Some(path) => {
@@ -424,7 +427,7 @@ fn bench_search(args: BenchArgs) -> Result<ExitCode, String> {
     let total: u64 = inputs.iter().map(|d| d.len() as u64).sum();
     println!("{} files, {} bytes; sizes as % of the original, times in seconds", files.len(), total);
     println!(
-        "\n| budget | built-in prior | time | learned prior | time | uniform prior | time |\n|---|---|---|---|---|---|---|"
+        "\n| budget | learned + built-in | time | built-in prior | time | learned prior | time | uniform prior | time |\n|---|---|---|---|---|---|---|---|---|"
     );
     for &b in &budgets {
         if b == 0 {
@@ -432,7 +435,7 @@ fn bench_search(args: BenchArgs) -> Result<ExitCode, String> {
         }
         let mut row = format!("| {b} |");
         use brevis::PriorSource;
-        for prior in [PriorSource::Builtin, PriorSource::Learn, PriorSource::Uniform] {
+        for prior in [PriorSource::LearnBackoff, PriorSource::Builtin, PriorSource::Learn, PriorSource::Uniform] {
             let opts = brevis::Options::default().with_threads(common.threads).with_budget(b).with_prior(prior);
             let t0 = Instant::now();
             let mut size = 0u64;

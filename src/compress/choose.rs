@@ -98,14 +98,19 @@ pub(crate) fn search_options(opts: &Options, j: &Job, prior: Arc<Prior>) -> Sear
 
 /// The production prior of [`Options::prior`] (learned from a sample of the tensors that are not
 /// duplicates where asked). The built-in prior was learned from standalone checkpoints, so it
-/// knows nothing of the productions that read a reference: against one, the prior is learned
-/// from the input instead.
+/// knows nothing of the productions that read a reference (and, as a backoff, would prune them):
+/// against one, the prior is learned from the input alone.
 pub(crate) fn prior(jobs: &[Job], dup_of: &[Option<usize>], opts: &Options) -> Result<Arc<Prior>> {
     let unique: Vec<&Job> = jobs.iter().zip(dup_of).filter(|(_, d)| d.is_none()).map(|(j, _)| j).collect();
     let uniform = Arc::new(Prior::uniform());
     let views: Vec<synth::TensorView> = unique.iter().map(|j| j.view()).collect();
     let source = match &opts.prior {
-        synth::PriorSource::Builtin if views.iter().any(|v| v.reference.is_some()) => &synth::PriorSource::Learn,
+        synth::PriorSource::Builtin | synth::PriorSource::LearnBackoff
+            if views.iter().any(|v| v.reference.is_some()) =>
+        {
+            &synth::PriorSource::Learn
+        }
+        synth::PriorSource::LearnBackoff if opts.level == crate::Level::Fast => &synth::PriorSource::Builtin,
         s => s,
     };
     synth::resolve_prior(source, &views, &|i| search_options(opts, unique[i], uniform.clone()))
@@ -114,7 +119,41 @@ pub(crate) fn prior(jobs: &[Job], dup_of: &[Option<usize>], opts: &Options) -> R
 /// One program per job. Tensors of the same kind (repeated layers) take the finalists of the
 /// first of them rather than searching again: the first of each kind is chosen in a first pass,
 /// the others in a second, so the result does not depend on the thread count.
+///
+/// Each program is then compared with the one the next cheaper level (`Level::cheaper`) picks
+/// for the same tensor, chosen the same way, and the cheaper level's is kept where it is smaller
+/// over the whole tensor and costs less with this level's decode price (`synth::better_of`):
+/// `max` never comes out larger than `default`, nor `default` than `fast` beyond its decode price.
 pub(crate) fn programs(
+    jobs: &[Job],
+    dup_of: &[Option<usize>],
+    forced: Option<ProgramOverride>,
+    prior: Arc<Prior>,
+    opts: &Options,
+) -> Result<Vec<Chosen>> {
+    let mine = programs_at(jobs, dup_of, forced, prior.clone(), opts)?;
+    let Some(cheaper) = opts.level.cheaper() else { return Ok(mine) };
+    // Its statistics are not counted: they describe this level's search.
+    let theirs =
+        programs(jobs, dup_of, forced, prior.clone(), &Options { level: cheaper, stats: None, ..opts.clone() })?;
+    mine.into_par_iter()
+        .zip(theirs)
+        .enumerate()
+        .map(|(i, (m, t))| {
+            if m.fixed || t.fixed || m.program == t.program {
+                return Ok(m);
+            }
+            let so = search_options(opts, &jobs[i], prior.clone());
+            Ok(match synth::better_of(&jobs[i].view(), &so, [&m.program, &t.program])? {
+                0 => m,
+                _ => t,
+            })
+        })
+        .collect()
+}
+
+/// [`programs`] at the level of `opts` alone.
+fn programs_at(
     jobs: &[Job],
     dup_of: &[Option<usize>],
     forced: Option<ProgramOverride>,

@@ -75,10 +75,15 @@ pub const LEARN_MIN_ELEMS: usize = 256;
 /// Which production prior guides the search.
 #[derive(Clone, Debug, Default)]
 pub enum PriorSource {
-    /// The prior that ships with the library ([`builtin_prior`]; the default).
+    /// Learned from a stratified sample of the input's tensors, backed off to the built-in
+    /// prior (the default): the sample is searched under the built-in prior with the default
+    /// budget, and the built-in counts are added to the sample's as pseudo-counts. At the
+    /// `fast` level, which does not pay for learning, the built-in prior alone.
     #[default]
+    LearnBackoff,
+    /// The prior that ships with the library ([`builtin_prior`]).
     Builtin,
-    /// Learned from a stratified sample of the input's tensors.
+    /// Learned from a stratified sample of the input's tensors alone.
     Learn,
     /// Every production that applies is equally likely.
     Uniform,
@@ -335,6 +340,40 @@ pub fn choose_among(t: &TensorView, opts: &SearchOptions, candidates: &[Node]) -
         }
     }
     choose(t, opts)
+}
+
+/// Which of two programs that apply to the whole tensor to keep: the second only when, encoded
+/// over the whole tensor chunk by chunk (as the compressor will), it is both smaller and costs
+/// less (its size plus its decode price, `SearchOptions::decode_weight`). A program that does not
+/// encode loses.
+pub fn better_of(t: &TensorView, opts: &SearchOptions, programs: [&Node; 2]) -> Result<usize> {
+    let ty = Ty::u(t.word_bits);
+    if whole_elems(t).is_none_or(|n| n == 0) {
+        return Ok(0);
+    }
+    let reference = t.reference.filter(|r| r.len() == t.bytes.len());
+    let wb = ty.container_bytes();
+    let step = opts.chunk_elems.max(1) * wb;
+    // (size, size + price) of each program so far.
+    let mut costs = [(0u64, 0u64); 2];
+    let mut buf = Vec::new();
+    let mut s = 0;
+    while s < t.bytes.len() {
+        let e = (s + step).min(t.bytes.len());
+        let x = Stream::from_le_bytes(ty, &t.bytes.read(s, e)?)?;
+        let r = reference.map(|f| f.read(s, e).and_then(|b| Stream::from_le_bytes(ty, &b))).transpose()?;
+        for (c, p) in costs.iter_mut().zip(programs) {
+            buf.clear();
+            // The chunk's first element: a chunk of quantization blocks may start inside one.
+            let (len, cost) = match p.encode_at(&x, &[], r.as_ref(), (s / wb) as u64, &mut buf) {
+                Ok(()) => (buf.len() as u64, (buf.len() + price(p, &x, opts.decode_weight)) as u64),
+                Err(_) => (u64::MAX, u64::MAX),
+            };
+            *c = (c.0.saturating_add(len), c.1.saturating_add(cost));
+        }
+        s = e;
+    }
+    Ok(usize::from(costs[1].0 < costs[0].0 && costs[1].1 < costs[0].1))
 }
 
 /// The element count of a tensor whose byte length is a whole number of words (else None: such
@@ -729,14 +768,24 @@ pub fn learning_sample(tensors: &[TensorView]) -> Vec<usize> {
 /// `learning_sample`, counting every production of each winning program in its context.
 /// `opts(i)` gives the search options of tensor `i`. Deterministic whatever the thread count.
 pub fn learn_prior(tensors: &[TensorView], opts: &(dyn Fn(usize) -> SearchOptions + Sync)) -> Result<Prior> {
+    learn_prior_with(tensors, opts, Arc::new(Prior::uniform()), LEARN_BUDGET)
+}
+
+/// [`learn_prior`] with the search on the sample guided by `guide` and spending `budget`
+/// expansions per tensor.
+fn learn_prior_with(
+    tensors: &[TensorView],
+    opts: &(dyn Fn(usize) -> SearchOptions + Sync),
+    guide: Arc<Prior>,
+    budget: usize,
+) -> Result<Prior> {
     use rayon::prelude::*;
     let started = std::time::Instant::now();
     let picked = learning_sample(tensors);
-    let uniform = Arc::new(Prior::uniform());
     let derivations: Vec<(usize, Vec<(f64, Derivation)>)> = picked
         .par_iter()
         .map(|&i| {
-            let o = SearchOptions { budget: LEARN_BUDGET, patience: 0, prior: uniform.clone(), stats: None, ..opts(i) };
+            let o = SearchOptions { budget, patience: 0, prior: guide.clone(), stats: None, ..opts(i) };
             Ok((i, learn_one(&tensors[i], &o)?))
         })
         .collect::<Result<_>>()?;
@@ -836,6 +885,12 @@ pub fn resolve_prior(
     Ok(match source {
         PriorSource::Builtin => builtin_prior(),
         PriorSource::Learn => Arc::new(learn_prior(tensors, opts)?),
+        PriorSource::LearnBackoff => {
+            let builtin = builtin_prior();
+            let mut learned = learn_prior_with(tensors, opts, builtin.clone(), DEFAULT_BUDGET)?;
+            learned.merge(&builtin);
+            Arc::new(learned)
+        }
         PriorSource::Uniform => Arc::new(Prior::uniform()),
         PriorSource::Given(p) => p.clone(),
     })
