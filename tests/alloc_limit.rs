@@ -233,6 +233,14 @@ fn coded_tensors() -> Vec<Coded> {
         c("const", "F32", 32, words(4, 1000, |_| 1.0f32.to_bits() as u64), konst(1.0f32.to_bits() as u64)),
         c("planes", "F16", 16, data_for("F16", 1500, &mut rng, false), byteplanes(vec![rans(), huffman()])),
         c("lanes", "BF16", 16, data_for("BF16", 5000, &mut rng, false), fields(8, 7, 3, [lanes_prev(), raw(), raw()])),
+        // Pruned words split by `sparse`: a mask per 8 words, and the others as floats.
+        c(
+            "sparse",
+            "F16",
+            16,
+            words(2, 4000, |i| if i % 4 < 2 { 0 } else { 0x3000 + (i as u64 * 37) % 700 }),
+            sparse(8, huffman(), fields(5, 10, 2, [rans(), raw(), raw()])),
+        ),
         // Quantization blocks (ggml Q4_0) split by `blocks`: the edge bytes, the fp16 scales, the quants.
         c("quant", "Q4_0", 8, support::gguf::quant_blocks(&mut rng, 18, 200), quant_program()),
     ]

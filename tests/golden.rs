@@ -255,6 +255,42 @@ fn split_file() -> (Vec<u8>, Vec<Option<Node>>) {
     (file, tensors.into_iter().map(|t| Some(t.4)).collect())
 }
 
+/// Version 8: `sparse(g)` over 2:4-pruned fp16 and unstructured-pruned bf16 and fp32 words, the
+/// values split as floats or byte planes, chunks (2^14 bytes) that end inside a group.
+fn sparse_file() -> (Vec<u8>, Vec<Option<Node>>) {
+    let mut g = Lcg(8);
+    let mut gauss = |g: &mut Lcg| (g.next() % 1000) as f32 / 1000.0 - 0.5 + ((g.next() % 1000) as f32 / 2000.0 - 0.25);
+    let two_of_four: Vec<u8> = (0..12_003)
+        .flat_map(|i| {
+            let v = gauss(&mut g);
+            let keep = [(0, 3), (1, 2), (0, 1)][(i / 4 * 7) % 3];
+            let v = if i % 4 == keep.0 || i % 4 == keep.1 { v } else { 0.0 };
+            half::f16::from_f32(v).to_bits().to_le_bytes()
+        })
+        .collect();
+    let pruned = |g: &mut Lcg, gauss: &mut dyn FnMut(&mut Lcg) -> f32, n: usize| -> Vec<f32> {
+        (0..n).map(|_| if g.next().is_multiple_of(5) { gauss(g) } else { 0.0 }).collect()
+    };
+    let bf: Vec<u8> = pruned(&mut g, &mut gauss, 9_001)
+        .iter()
+        .flat_map(|&v| half::bf16::from_f32(v).to_bits().to_le_bytes())
+        .collect();
+    let f32s: Vec<u8> = pruned(&mut g, &mut gauss, 5_003).iter().flat_map(|&v| v.to_le_bytes()).collect();
+    let tensors = vec![
+        ("w.2of4", "F16", vec![12_003], two_of_four, sparse(4, lanes(), fields(5, 10, 2, [rans_prev(), raw(), raw()]))),
+        ("w.pruned.bf16", "BF16", vec![9_001], bf, sparse(8, rans_prev(), fields(8, 7, 1, [huffman(), raw(), raw()]))),
+        (
+            "w.pruned.f32",
+            "F32",
+            vec![5_003],
+            f32s,
+            sparse(16, huffman(), byteplanes(vec![raw(), raw(), lanes(), rans()])),
+        ),
+    ];
+    let file = safetensors("brevis golden v8", &tensors, None, b"");
+    (file, tensors.into_iter().map(|t| Some(t.4)).collect())
+}
+
 /// A GGUF file with a tensor of every block type that `blocks` splits (pseudo-random blocks,
 /// `support::gguf::quant_model`), and the `blocks` program of each: the edge bytes raw, fp16
 /// scales split as floats, wider fields raw, the others through rans, huffman or lanes leaves.
@@ -370,8 +406,15 @@ fn write_golden() {
     let (split_in, split_programs) = split_file();
     let split =
         brevis::internals::compress_with_programs(&split_in, &classes_opts, &|i, _| split_programs[i].clone()).unwrap();
+    // Version 8: `sparse` masks and values.
+    let (sparse_in, sparse_programs) = sparse_file();
+    let sparse_opts = opts.clone().with_chunk_bytes(1 << 14);
+    let sparse =
+        brevis::internals::compress_with_programs(&sparse_in, &sparse_opts, &|i, _| sparse_programs[i].clone())
+            .unwrap();
     let mut manifest = String::new();
     for (name, archive, original, refname) in [
+        ("sparse", &sparse, &sparse_in, ""),
         ("split", &split, &split_in, ""),
         ("packed", &packed, &packed_in, ""),
         ("ops", &ops, &file, ""),
@@ -555,6 +598,28 @@ fn assert_block_programs(a: &brevis::Archive, types: &[u32], suffix: &str) {
         assert!(p.starts_with(&format!("blocks({name}{suffix})[")), "{name}: {p}");
         assert!(brevis::internals::index(a).tensors[i].chunks.len() >= 2, "{name}: one chunk");
     }
+}
+
+/// Version 8's golden archive holds `sparse` at three group sizes over tensors that span several
+/// chunks, and its input is still what the generator makes.
+#[test]
+fn golden_v8_archive_covers_sparse() {
+    let (file, _) = sparse_file();
+    let archive = golden_archive(8, "sparse.brv", &file);
+    let a = brevis::Archive::open(&archive).unwrap();
+    let programs: Vec<String> = (0..a.len()).map(|i| a.info(i).unwrap().program()).collect();
+    assert_eq!(
+        programs,
+        [
+            "sparse(4)[lanes, fields(e5,m10,k2)[rans(prev, split), raw, raw]]",
+            "sparse(8)[rans(prev, split), fields(e8,m7,k1)[huffman, raw, raw]]",
+            "sparse(16)[huffman, byteplanes[raw, raw, lanes, rans]]"
+        ]
+    );
+    for t in &brevis::internals::index(&a).tensors {
+        assert!(t.chunks.len() >= 2, "the tensor spans several chunks");
+    }
+    assert_eq!(brevis::decompress(&archive).unwrap(), file);
 }
 
 /// Version 7's golden archive holds `rans` leaves with contexts in four runs (the programs say

@@ -570,6 +570,27 @@ proptest! {
     }
 
     #[test]
+    fn sparse_any_width_and_group(
+        bits in 1u32..=64,
+        n in length(),
+        zeros in 0u64..=4,
+        group in 1u8..=16,
+        seed: u64,
+        pick in 0u8..4,
+    ) {
+        // A share zeros/4 of the words are zero (all of them at 4, none at 0).
+        let mut rng = Rng(seed);
+        let x = Stream::from_fn(Ty::u(bits), n, |_| if rng.below(4) < zeros { 0 } else { rng.next() & mask(bits) });
+        let (m, v) = match pick {
+            0 => (raw(), raw()),
+            1 => (rans(), zstd(3)),
+            2 => (huffman(), delta(1, raw())),
+            _ => (rans_prev(), raw()),
+        };
+        check(&sparse(group, m, v), &x, 0)?;
+    }
+
+    #[test]
     fn concat_parts(bits in 1u32..=64, n in length(), pat in pattern(), seed: u64, cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..6), kid_pick: u64) {
         // Cut points in ascending order (repeated cuts give empty parts).
         let mut points: Vec<usize> = cuts.iter().map(|c| c.index(n + 1)).collect();
@@ -1247,9 +1268,15 @@ fn wire_form_of_every_operator_and_extreme_parameters() {
         view(8, byteplanes(vec![raw()])),
         view(16, rans()),
         view(32, raw()),
+        sparse(1, raw(), raw()),
+        sparse(16, rans_prev(), fields(11, 52, 3, [huffman(), raw(), raw()])),
     ];
     for p in &programs {
         check_wire(p, ty64).unwrap();
+    }
+    // sparse's group is 1 to 16.
+    for g in [0u8, 17, 255] {
+        assert!(Node::parse(&sparse(g, raw(), raw()).to_bytes(), Ty::u(16)).is_err(), "sparse({g})");
     }
     // A program for another root type is refused where its types do not fit.
     assert!(Node::parse(&fields(8, 7, 2, [raw(), raw(), raw()]).to_bytes(), Ty::u(32)).is_err());
@@ -1271,7 +1298,7 @@ fn wire_form_of_every_operator_and_extreme_parameters() {
     wire.push(0x01);
     assert!(Node::parse(&wire, Ty::u(16)).is_err());
     // Unknown operator ids are Unsupported (a newer writer), not Corrupt.
-    for id in [0x00u8, 0x09, 0x0F, 0x1C, 0x7F, 0xFF] {
+    for id in [0x00u8, 0x09, 0x0F, 0x1D, 0x7F, 0xFF] {
         assert!(matches!(Node::parse(&[id], Ty::u(8)), Err(Error::Unsupported(_))), "id {id:#x}");
     }
 }

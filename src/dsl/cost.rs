@@ -42,6 +42,8 @@ pub fn op_ns(op: &Op, ty: Ty) -> f64 {
         Op::Map(_) => 0.2 * bytes,
         Op::Scan(_) => 0.6 * bytes,
         Op::Dict(_) => 1.0,
+        // A test per word, and a move per value.
+        Op::Sparse(_) => 0.8,
         Op::Concat(_) | Op::Repeat(_) | Op::View(_) => 0.1 * bytes,
         Op::Ref(_) => 0.4 * bytes,
         // One shift-and-mask per piece of each field value, per input byte; packed quants
@@ -59,6 +61,14 @@ pub fn program_ns(p: &Node, ty: Ty) -> f64 {
             Op::Blocks(b) => {
                 p.children.iter().zip(tys).zip(b.child_ratios()).map(|((c, t), r)| r * program_ns(c, t)).sum()
             }
+            // A mask word per group; the values, taken as half of the words.
+            Op::Sparse(s) => p
+                .children
+                .iter()
+                .zip(tys)
+                .zip([1.0 / s.group as f64, 0.5])
+                .map(|((c, t), r)| r * program_ns(c, t))
+                .sum(),
             _ => p.children.iter().zip(tys).map(|(c, t)| program_ns(c, t)).sum(),
         },
         Err(_) => 0.0,

@@ -28,6 +28,7 @@ use ops::raw::Raw;
 use ops::reference::RefOp;
 use ops::region::{Concat, Repeat, View};
 use ops::scan::{Scan, ScanKind};
+use ops::sparse::Sparse;
 pub use stream::{Data, Stream, Ty};
 
 /// Deepest program accepted from the wire.
@@ -52,6 +53,7 @@ pub enum Op {
     Scan(Scan),
     Map(Map),
     Dict(Dict),
+    Sparse(Sparse),
     Concat(Concat),
     Repeat(Repeat),
     View(View),
@@ -94,8 +96,10 @@ impl Node {
 
     /// Whether running the program reads bytes from the chunk payload (generators and copies do not).
     pub fn reads_payload(&self) -> bool {
-        matches!(self.op, Op::Raw(_) | Op::Rans(_) | Op::Huffman(_) | Op::Lanes(_) | Op::Zstd(_) | Op::Dict(_))
-            || self.children.iter().any(|c| c.reads_payload())
+        matches!(
+            self.op,
+            Op::Raw(_) | Op::Rans(_) | Op::Huffman(_) | Op::Lanes(_) | Op::Zstd(_) | Op::Dict(_) | Op::Sparse(_)
+        ) || self.children.iter().any(|c| c.reads_payload())
     }
 
     /// Whether the program reads the reference (an operator or a leaf context).
@@ -135,6 +139,7 @@ impl Node {
             Op::Scan(s) => s.id(),
             Op::Map(m) => m.id(),
             Op::Dict(_) => Dict::ID,
+            Op::Sparse(_) => Sparse::ID,
             Op::Concat(_) => Concat::ID,
             Op::Repeat(_) => Repeat::ID,
             Op::View(_) => View::ID,
@@ -156,6 +161,7 @@ impl Node {
                 Ok(vec![ty])
             }
             Op::Dict(d) => d.child_types(ty),
+            Op::Sparse(s) => s.child_types(ty),
             Op::Ref(r) => {
                 r.check(ty)?;
                 Ok(if *r == RefOp::Copy { Vec::new() } else { vec![ty] })
@@ -190,6 +196,7 @@ impl Node {
             Op::Repeat(r) => put_varint(out, r.period),
             Op::View(v) => put_varint(out, v.bits as u64),
             Op::Blocks(b) => b.write(out),
+            Op::Sparse(s) => s.write(out),
             Op::Raw(_) | Op::Huffman(_) | Op::BytePlanes(_) | Op::BitPlanes(_) | Op::Dict(_) | Op::Ref(_) => {}
         }
         for c in &self.children {
@@ -238,6 +245,7 @@ impl Node {
             Scan::XOR_ID => Op::Scan(Scan::read(ScanKind::Xor, r)?),
             Map::XORCONST_ID | Map::ZIGZAG_ID | Map::ROTATE_ID => Op::Map(Map::read(id, r)?),
             Dict::ID => Op::Dict(Dict),
+            Sparse::ID => Op::Sparse(Sparse::read(r)?),
             Concat::ID => Op::Concat(Concat::read(r)?),
             Repeat::ID => Op::Repeat(Repeat::read(r)?),
             View::ID => Op::View(View::read(r)?),
@@ -393,6 +401,11 @@ impl Node {
                 let parts = d.forward(x, out).ok_or_else(not_applicable)?;
                 kids(parts, out)
             }
+            Op::Sparse(s) => {
+                s.child_types(x.ty)?;
+                let parts = s.forward(x, out);
+                kids(parts, out)
+            }
             Op::Concat(c) => kids(c.forward(x)?, out),
             Op::Repeat(r) => kids(vec![r.forward(x).ok_or_else(not_applicable)?], out),
             Op::View(v) => kids(vec![v.forward(x)?], out),
@@ -464,6 +477,11 @@ impl Node {
                 let [(tt, tn), (it, inn)] = d.read_header(ty, n, r)?;
                 let parts = self.decode_children(&[tt, it], &[tn, inn], r, env)?;
                 d.inverse(ty, n, parts)?
+            }
+            Op::Sparse(s) => {
+                let [(mt, mn), (vt, vn)] = s.read_header(ty, n, r)?;
+                let parts = self.decode_children(&[mt, vt], &[mn, vn], r, env)?;
+                s.inverse(ty, n, parts)?
             }
             Op::Concat(c) => {
                 let lens = c.child_lens(n)?;
@@ -567,6 +585,7 @@ impl Node {
             Op::Scan(s) => s.to_string(),
             Op::Map(m) => m.to_string(),
             Op::Dict(_) => "dict".into(),
+            Op::Sparse(s) => format!("sparse({})", s.group),
             Op::Concat(c) => format!("concat({:?})", c.lens),
             Op::Repeat(r) => format!("repeat({})", r.period),
             Op::View(v) => format!("view(u{})", v.bits),
@@ -695,6 +714,9 @@ pub mod build {
     }
     pub fn map(m: Map, kid: Node) -> Node {
         Node::new(Op::Map(m), vec![kid])
+    }
+    pub fn sparse(group: u8, mask: Node, values: Node) -> Node {
+        Node::new(Op::Sparse(Sparse { group }), vec![mask, values])
     }
     pub fn dict(table: Node, index: Node) -> Node {
         Node::new(Op::Dict(Dict), vec![table, index])

@@ -18,6 +18,7 @@ use crate::dsl::ops::planes::BytePlanes;
 use crate::dsl::ops::raw::Raw;
 use crate::dsl::ops::reference::RefOp;
 use crate::dsl::ops::scan::{Scan, ScanKind};
+use crate::dsl::ops::sparse::Sparse;
 use crate::dsl::{Data, Node, Op, Stream};
 
 /// What the productions of a tensor depend on (the same for all of its holes).
@@ -123,6 +124,59 @@ pub fn field_ks(e: u32, m: u32) -> std::ops::RangeInclusive<u32> {
     0..=m.min(16u32.saturating_sub(e)).min(7)
 }
 
+/// Words per mask word of the `sparse` the search offers: 8 holds two 2:4 groups (36 patterns,
+/// as many bits a word as 2:4's own 6) and a byte of an unstructured mask.
+pub const SPARSE_GROUP: u8 = 8;
+
+/// The entropy leaves that apply to a hole of at most 16-bit words, with their contexts.
+fn entropy_leaves(t: &TensorCtx, hole: &HoleView, push: &mut impl FnMut(Op)) {
+    let n = hole.stream.len();
+    let rans = |ctx| Op::Rans(Rans::new(ctx));
+    // (Where they are not offered, `lanes` codes the same contexts.)
+    if t.plain_rans {
+        push(rans(LeafCtx::None));
+        push(rans(LeafCtx::Back(1)));
+    }
+    if hole.aligned && t.plain_rans {
+        if let Some(c) = t.channel.filter(|&c| (c as usize) < n) {
+            push(rans(LeafCtx::Back(c)));
+        }
+        if let Some(r) = t.row.filter(|&r| (r as usize) < n) {
+            push(rans(LeafCtx::Back(r)));
+        }
+    }
+    for (j, s) in hole.siblings.iter().enumerate() {
+        if (1..=16).contains(&s.ty.bits) && s.len() == n && j < 254 {
+            push(rans(LeafCtx::Side(j as u8)));
+        }
+    }
+    if let (Some((shift, bits)), true) = (t.ref_ctx, hole.aligned) {
+        push(rans(LeafCtx::Ref { shift, bits }));
+    }
+    push(Op::Huffman(Huffman));
+    // The decode-speed leaf, where decode time is priced (it is rarely the smallest, and
+    // offering it at the size-only level takes budget from the others).
+    if t.decode_weight > 0.0 {
+        push(Op::Lanes(Lanes::interleaved(coder::lanes::Ctx::None)));
+        if n > coder::lanes::LANES {
+            push(Op::Lanes(Lanes::interleaved(coder::lanes::Ctx::Prev)));
+            // The adjacent word, each lane owning a contiguous run.
+            push(Op::Lanes(Lanes { ctx: LanesCtx::Adjacent }));
+        }
+        // The word one channel or one row back, when it is of the same lane.
+        if hole.aligned {
+            let lanes = coder::lanes::LANES as u64;
+            let mut backs: Vec<u64> = [t.channel, t.row].into_iter().flatten().collect();
+            backs.dedup();
+            for d in backs {
+                if d > lanes && d % lanes == 0 && (d as usize) < n && d <= coder::lanes::MAX_BACK as u64 {
+                    push(Op::Lanes(Lanes::interleaved(coder::lanes::Ctx::Back(d as u32))));
+                }
+            }
+        }
+    }
+}
+
 /// Every production that applies to `hole`, in a fixed order: leaves, then transforms.
 pub fn productions(t: &TensorCtx, hole: &HoleView) -> Vec<Production> {
     let x = hole.stream;
@@ -139,50 +193,7 @@ pub fn productions(t: &TensorCtx, hole: &HoleView) -> Vec<Production> {
         }
     }
     if (1..=16).contains(&w) {
-        let rans = |ctx| Op::Rans(Rans::new(ctx));
-        // (Where they are not offered, `lanes` codes the same contexts.)
-        if t.plain_rans {
-            push(rans(LeafCtx::None));
-            push(rans(LeafCtx::Back(1)));
-        }
-        if hole.aligned && t.plain_rans {
-            if let Some(c) = t.channel.filter(|&c| (c as usize) < n) {
-                push(rans(LeafCtx::Back(c)));
-            }
-            if let Some(r) = t.row.filter(|&r| (r as usize) < n) {
-                push(rans(LeafCtx::Back(r)));
-            }
-        }
-        for (j, s) in hole.siblings.iter().enumerate() {
-            if (1..=16).contains(&s.ty.bits) && s.len() == n && j < 254 {
-                push(rans(LeafCtx::Side(j as u8)));
-            }
-        }
-        if let (Some((shift, bits)), true) = (t.ref_ctx, hole.aligned) {
-            push(rans(LeafCtx::Ref { shift, bits }));
-        }
-        push(Op::Huffman(Huffman));
-        // The decode-speed leaf, where decode time is priced (it is rarely the smallest, and
-        // offering it at the size-only level takes budget from the others).
-        if t.decode_weight > 0.0 {
-            push(Op::Lanes(Lanes::interleaved(coder::lanes::Ctx::None)));
-            if n > coder::lanes::LANES {
-                push(Op::Lanes(Lanes::interleaved(coder::lanes::Ctx::Prev)));
-                // The adjacent word, each lane owning a contiguous run.
-                push(Op::Lanes(Lanes { ctx: LanesCtx::Adjacent }));
-            }
-            // The word one channel or one row back, when it is of the same lane.
-            if hole.aligned {
-                let lanes = coder::lanes::LANES as u64;
-                let mut backs: Vec<u64> = [t.channel, t.row].into_iter().flatten().collect();
-                backs.dedup();
-                for d in backs {
-                    if d > lanes && d % lanes == 0 && (d as usize) < n && d <= coder::lanes::MAX_BACK as u64 {
-                        push(Op::Lanes(Lanes::interleaved(coder::lanes::Ctx::Back(d as u32))));
-                    }
-                }
-            }
-        }
+        entropy_leaves(t, hole, &mut push);
     }
     if root || (w >= 8 && hole.repeats) {
         push(Op::Zstd(Zstd { level: t.zstd_level }));
@@ -190,17 +201,25 @@ pub fn productions(t: &TensorCtx, hole: &HoleView) -> Vec<Production> {
     if hole.depth >= t.max_depth || w == 0 {
         return v;
     }
-    if root {
-        if let Some((e, m)) = t.float {
+    let under = hole.parent_label;
+    // The values of `sparse` are words of the tensor's own type.
+    let values = under.starts_with("sparse") && hole.siblings.len() == 1;
+    if root || values {
+        if let Some((e, m)) = t.float.filter(|&(e, m)| 1 + e + m == w) {
             for k in field_ks(e, m) {
                 push(Op::Fields(Fields::for_dtype_bits(e, m, k)));
             }
         }
+    }
+    if root {
         if let Some(b) = &t.blocks {
             push(Op::Blocks(b.clone()));
         }
+        // Pruned weights: a mask of the zero words, and the others.
+        if w >= 8 && t.blocks.is_none() && n >= 64 && 4 * x.iter().filter(|&v| v == 0).count() >= n {
+            push(Op::Sparse(Sparse { group: SPARSE_GROUP }));
+        }
     }
-    let under = hole.parent_label;
     // The scale fields of quantization blocks: fp16 (and Q8_K's f32) words.
     if under.starts_with("blocks") && !hole.siblings.is_empty() {
         let layout = match w {
@@ -297,6 +316,14 @@ pub fn apply(p: &Production, hole: &HoleView, reference: Option<&Stream>) -> Out
         },
         Op::Blocks(b) => match b.forward(x, 0) {
             Ok(parts) => Outcome::Split(0, parts),
+            Err(_) => Outcome::Fail,
+        },
+        Op::Sparse(s) => match s.child_types(x.ty) {
+            Ok(_) => {
+                let mut header = Vec::new();
+                let parts = s.forward(x, &mut header);
+                Outcome::Split(header.len(), parts)
+            }
             Err(_) => Outcome::Fail,
         },
         Op::Dict(d) => {

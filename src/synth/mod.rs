@@ -75,14 +75,14 @@ pub const LEARN_MIN_ELEMS: usize = 256;
 /// Which production prior guides the search.
 #[derive(Clone, Debug, Default)]
 pub enum PriorSource {
-    /// Learned from a stratified sample of the input's tensors, backed off to the built-in
-    /// prior (the default): the sample is searched under the built-in prior with the default
-    /// budget, and the built-in counts are added to the sample's as pseudo-counts. At the
-    /// `fast` level, which does not pay for learning, the built-in prior alone.
+    /// The prior that ships with the library ([`builtin_prior`]; the default).
     #[default]
-    LearnBackoff,
-    /// The prior that ships with the library ([`builtin_prior`]).
     Builtin,
+    /// Learned from a stratified sample of the input's tensors, backed off to the built-in
+    /// prior: the sample is searched under the built-in prior with the default budget, and the
+    /// built-in counts are added to the sample's as pseudo-counts. At the `fast` level, which
+    /// does not pay for learning, the built-in prior alone.
+    LearnBackoff,
     /// Learned from a stratified sample of the input's tensors alone.
     Learn,
     /// Every production that applies is equally likely.
@@ -682,6 +682,7 @@ fn applies(p: &Node, x: &Stream, reference: Option<&Stream>, offset: u64) -> boo
             Some(parts) => parts,
             None => return false,
         },
+        Op::Sparse(s) => s.forward(x, &mut Vec::new()),
         Op::Fields(f) => f.forward(x),
         Op::BytePlanes(b) => b.forward(x),
         Op::BitPlanes(b) => b.forward(x),

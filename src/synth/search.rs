@@ -304,12 +304,14 @@ impl<'a> Search<'a> {
                 let parts = Rc::new(parts);
                 let hd = &self.holes[hole];
                 let (depth, aligned) = (hd.depth + 1, hd.aligned);
-                let is_dict = matches!(prod.op, crate::dsl::Op::Dict(_));
+                // A dict's table and sparse's values are not element-aligned.
+                let is_dict = matches!(prod.op, crate::dsl::Op::Dict(_) | crate::dsl::Op::Sparse(_));
                 let kids = (0..parts.len())
                     .map(|i| {
                         let ctx = format!("{}#{i}", prod.label);
-                        // A dict's table is not element-aligned; its index is.
-                        let al = aligned && !(is_dict && i == 0);
+                        // A dict's table is not element-aligned (its index is), nor are
+                        // sparse's mask and values.
+                        let al = aligned && !(is_dict && (i == 0 || matches!(prod.op, crate::dsl::Op::Sparse(_))));
                         self.new_hole(parts.clone(), i, depth, ctx, prod.label.clone(), al)
                     })
                     .collect();

@@ -162,11 +162,12 @@ fn derivable(t: &TensorView, program: &Node, depth: usize) -> bool {
             grammar::Outcome::Leaf(_) => p.children.is_empty(),
             grammar::Outcome::Split(_, kids) => {
                 let is_dict = matches!(p.op, Op::Dict(_));
+                let is_sparse = matches!(p.op, Op::Sparse(_));
                 kids.len() == p.children.len()
-                    && p.children
-                        .iter()
-                        .enumerate()
-                        .all(|(i, c)| walk(t, c, &kids, i, depth + 1, &prod.label, aligned && !(is_dict && i == 0), r))
+                    && p.children.iter().enumerate().all(|(i, c)| {
+                        let al = aligned && !(is_dict && i == 0) && !is_sparse;
+                        walk(t, c, &kids, i, depth + 1, &prod.label, al, r)
+                    })
             }
         }
     }

@@ -15,6 +15,7 @@ pub mod raw;
 pub mod reference;
 pub mod region;
 pub mod scan;
+pub mod sparse;
 
 pub(crate) mod prelude {
     pub use crate::coder::bitio::{put_varint, ByteReader};
