@@ -68,12 +68,17 @@ impl Sparse {
         if mask.len() != self.groups(n) || values.ty != ty {
             return Err(Error::corrupt("sparse: mask or values of the wrong shape"));
         }
-        let masks: Vec<u16> = mask.iter().map(|m| m as u16).collect();
-        let data = match &values.data {
-            Data::U8(v) => scatter(&masks, v, self.group, n).map(Data::U8),
-            Data::U16(v) => scatter(&masks, v, self.group, n).map(Data::U16),
-            Data::U32(v) => scatter(&masks, v, self.group, n).map(Data::U32),
-            Data::U64(v) => scatter(&masks, v, self.group, n).map(Data::U64),
+        let g = self.group;
+        let data = match (&mask.data, &values.data) {
+            (Data::U8(m), Data::U8(v)) => scatter(m, v, g, n).map(Data::U8),
+            (Data::U8(m), Data::U16(v)) => scatter(m, v, g, n).map(Data::U16),
+            (Data::U8(m), Data::U32(v)) => scatter(m, v, g, n).map(Data::U32),
+            (Data::U8(m), Data::U64(v)) => scatter(m, v, g, n).map(Data::U64),
+            (Data::U16(m), Data::U8(v)) => scatter(m, v, g, n).map(Data::U8),
+            (Data::U16(m), Data::U16(v)) => scatter(m, v, g, n).map(Data::U16),
+            (Data::U16(m), Data::U32(v)) => scatter(m, v, g, n).map(Data::U32),
+            (Data::U16(m), Data::U64(v)) => scatter(m, v, g, n).map(Data::U64),
+            _ => None,
         };
         let data = data.ok_or_else(|| Error::corrupt("sparse: mask does not match the values"))?;
         Ok(Stream { ty, data })
@@ -100,23 +105,30 @@ fn split<T: Copy + Default + PartialEq + Into<u64>>(x: &[T], group: u8, ty: Ty) 
 
 /// `n` words: the values in the places of the mask's set bits, zeros elsewhere. None when the
 /// set bits do not number the values or a bit lies past the last word.
-fn scatter<T: Copy + Default>(masks: &[u16], values: &[T], group: u8, n: usize) -> Option<Vec<T>> {
+fn scatter<M: Copy + Into<u32>, T: Copy + Default>(masks: &[M], values: &[T], group: u8, n: usize) -> Option<Vec<T>> {
     let g = group as usize;
-    let set: usize = masks.iter().map(|m| m.count_ones() as usize).sum();
+    // Every mask word within its group (and the last within the words left), and exactly as
+    // many set bits as values.
     let tail = n - (masks.len().saturating_sub(1)) * g;
-    let last_ok = masks.last().is_none_or(|&m| tail >= 16 || m >> tail == 0);
-    if set != values.len() || !last_ok || masks.iter().any(|&m| g < 16 && m >> g != 0) {
+    let (mut set, mut over) = (0usize, 0u32);
+    for &m in masks {
+        let m: u32 = m.into();
+        set += m.count_ones() as usize;
+        over |= m >> g;
+    }
+    let last_ok = masks.last().is_none_or(|&m| Into::<u32>::into(m) >> tail == 0);
+    if set != values.len() || over != 0 || !last_ok {
         return None;
     }
     let mut out = vec![T::default(); n];
-    let mut next = 0;
+    let mut next = values.iter();
     for (k, &m) in masks.iter().enumerate() {
-        let base = k * g;
-        let mut bits = m;
+        let group_out = &mut out[k * g..];
+        let mut bits: u32 = m.into();
         while bits != 0 {
-            let i = bits.trailing_zeros() as usize;
-            out[base + i] = values[next];
-            next += 1;
+            // In range: bit i lies within the group, and the group within `out` (checked above);
+            // the set bits number the values.
+            group_out[bits.trailing_zeros() as usize] = *next.next()?;
             bits &= bits - 1;
         }
     }
