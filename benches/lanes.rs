@@ -19,6 +19,31 @@ use std::time::Duration;
 
 const N: usize = 1 << 19;
 
+/// `lanes_decode` (the order-0 block `lblock` of `syms`) and `lanes_decode_runs` (the `prev`
+/// block `lprev`, whose symbols come back in run order, moved 64 steps at a time, as `lanes(adj)`
+/// does) at `isa`, each checked before it is timed.
+fn decodes(
+    g: &mut criterion::BenchmarkGroup<criterion::measurement::WallTime>,
+    isa: simd::Isa,
+    lblock: &[u8],
+    lprev: &[u8],
+    syms: &[u16],
+) {
+    let mut out = vec![0u16; syms.len()];
+    lanes::decode_at(isa, lblock, &mut out).unwrap();
+    assert!(out == syms);
+    g.bench_function(BenchmarkId::new("lanes_decode", isa.name()), |b| {
+        b.iter(|| lanes::decode_at(isa, lblock, &mut out).unwrap())
+    });
+    let mut want = vec![0u16; syms.len()];
+    simd::from_runs(syms, &mut want);
+    lanes::decode_runs_at(isa, lprev, &mut out).unwrap();
+    assert!(out == want);
+    g.bench_function(BenchmarkId::new("lanes_decode_runs", isa.name()), |b| {
+        b.iter(|| lanes::decode_runs_at(isa, lprev, &mut out).unwrap())
+    });
+}
+
 /// Standard normal deviates (Box-Muller over a xorshift generator).
 fn normals(n: usize, mut s: u64) -> Vec<f32> {
     let mut next = move || {
@@ -155,20 +180,7 @@ fn bench(c: &mut Criterion) {
     g.sample_size(20).measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_millis(500));
     g.throughput(Throughput::Elements(N as u64));
     for isa in simd::available() {
-        let mut out = vec![0u16; N];
-        lanes::decode_at(isa, &lblock, &mut out).unwrap();
-        assert!(out == syms);
-        g.bench_function(BenchmarkId::new("lanes_decode", isa.name()), |b| {
-            b.iter(|| lanes::decode_at(isa, &lblock, &mut out).unwrap())
-        });
-        // The `lanes(adj)` block: the same symbols in run order, moved back 64 steps at a time.
-        let mut want = vec![0u16; N];
-        simd::from_runs(&syms, &mut want);
-        lanes::decode_runs_at(isa, &lprev, &mut out).unwrap();
-        assert!(out == want);
-        g.bench_function(BenchmarkId::new("lanes_decode_runs", isa.name()), |b| {
-            b.iter(|| lanes::decode_runs_at(isa, &lprev, &mut out).unwrap())
-        });
+        decodes(&mut g, isa, &lblock, &lprev, &syms);
     }
     // The encoder at each level (AVX-512, AVX2 and scalar state machines): the whole `encode`,
     // planning included, and `encoded_len` (the same without storing words).
@@ -213,18 +225,7 @@ fn bench(c: &mut Criterion) {
     g.sample_size(20).measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_millis(300));
     g.throughput(Throughput::Bytes(2 * N as u64));
     for isa in simd::available() {
-        let mut out = vec![0u16; N];
-        g.bench_function(BenchmarkId::new("lanes_decode", isa.name()), |b| {
-            b.iter(|| lanes::decode_at(isa, &lblock, &mut out).unwrap())
-        });
-        // The `lanes(adj)` block: the same symbols in run order, moved back 64 steps at a time.
-        let mut want = vec![0u16; N];
-        simd::from_runs(&syms, &mut want);
-        lanes::decode_runs_at(isa, &lprev, &mut out).unwrap();
-        assert!(out == want);
-        g.bench_function(BenchmarkId::new("lanes_decode_runs", isa.name()), |b| {
-            b.iter(|| lanes::decode_runs_at(isa, &lprev, &mut out).unwrap())
-        });
+        decodes(&mut g, isa, &lblock, &lprev, &syms);
     }
     g.finish();
 }

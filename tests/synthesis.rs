@@ -120,11 +120,10 @@ fn builtin_prior_is_the_default_and_learned_backs_off_to_it() {
     let p = brevis::internals::synth::builtin_prior();
     assert!(!p.is_uniform() && p.tensors > 0);
     assert!(matches!(brevis::Options::default().prior, PriorSource::Builtin));
-    let default = brevis::compress(&checkpoint(), &brevis::Options::default()).unwrap();
-    let given =
-        brevis::compress(&checkpoint(), &brevis::Options::default().with_prior(PriorSource::Given(p.clone()))).unwrap();
-    assert!(default == given);
     let f = checkpoint();
+    let default = brevis::compress(&f, &brevis::Options::default()).unwrap();
+    let given = brevis::compress(&f, &brevis::Options::default().with_prior(PriorSource::Given(p.clone()))).unwrap();
+    assert!(default == given);
     let run = |prior: Option<PriorSource>, level| {
         let stats = Arc::new(brevis::SearchStats::default());
         let opts = brevis::Options::default().with_level(level).with_stats(Some(stats.clone()));

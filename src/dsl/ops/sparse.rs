@@ -89,17 +89,19 @@ impl Sparse {
 fn split<T: Copy + Default + PartialEq + Into<u64>>(x: &[T], group: u8, ty: Ty) -> (Stream, Stream) {
     let zero = T::default();
     let mut values = Vec::with_capacity(x.len());
-    let mask = x.chunks(group as usize).map(|g| {
-        let mut m = 0u64;
-        for (i, &v) in g.iter().enumerate() {
-            if v != zero {
-                m |= 1 << i;
-                values.push(v.into());
+    let mask = Stream::from_iter(
+        Ty::u(group as u32),
+        x.chunks(group as usize).map(|g| {
+            let mut m = 0u64;
+            for (i, &v) in g.iter().enumerate() {
+                if v != zero {
+                    m |= 1 << i;
+                    values.push(v.into());
+                }
             }
-        }
-        m
-    });
-    let mask = Stream::from_iter(Ty::u(group as u32), mask.collect::<Vec<_>>().into_iter());
+            m
+        }),
+    );
     (mask, Stream::from_iter(ty, values.into_iter()))
 }
 
