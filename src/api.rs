@@ -23,6 +23,16 @@ pub fn compress_with_ref(input: &[u8], reference: &[u8], opts: &Options) -> Resu
     pool(opts.threads)?.install(|| compress_in_memory(input, &opts.clamped(), None, Some(&r)))
 }
 
+/// For the files of one model family (safetensors or GGUF: a master and its casts and
+/// quantizations, a base and its fine-tunes), the index of the file each is best coded against
+/// with [`compress_with_ref`], or None for a file coded alone. References form no cycles: files
+/// are ranked from the highest precision down, each may use only a file ranked before it, and
+/// the one whose tensors predict most of its tensor bytes (identical tensors, the same content,
+/// or a cast or quantization of them) is chosen when it predicts at least a quarter of them.
+pub fn family_references(files: &[&[u8]], opts: &Options) -> Result<Vec<Option<usize>>> {
+    pool(opts.threads)?.install(|| crate::family::references(files, opts.memory_limit))
+}
+
 /// Compresses the file `input` into `output` with memory bounded by about
 /// `threads x chunk_bytes` (and [`Options::memory_limit`]) plus the index, whatever the file
 /// size: the input is read in windows, never whole, and payloads are written as they are made.

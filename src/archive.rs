@@ -194,6 +194,12 @@ impl<'a> Archive<'a> {
         self.index.file_meta
     }
 
+    /// The original file's identity (its size and xxh3-64), as a reference of another archive
+    /// names it ([`Archive::reference_file`]).
+    pub fn original_file(&self) -> container::FileRef {
+        container::FileRef { size: self.index.original_size, hash: self.index.original_hash }
+    }
+
     /// The reference file the archive was made against (its size and hash), if any.
     pub fn reference_file(&self) -> Option<container::FileRef> {
         self.index.reference
@@ -561,6 +567,14 @@ impl<'a> Archive<'a> {
             let wb = te.word_bytes() as usize;
             let start = c * te.chunk_elems as usize * wb;
             let len = te.chunks[c].elems as usize * wb;
+            // Under `derive(k)` the program reads k of the reference tensor, predicted chunk by chunk.
+            if let dsl::Op::Derive(d) = &te.program.op {
+                let (span, _) = r.tensor(&tr.name).expect("looked up above");
+                let elems =
+                    d.kind.elems_of(te.nbytes).ok_or_else(|| Error::corrupt("derive: not a whole number of blocks"))?;
+                let part = dsl::ops::derive::predict(d.kind, &span.dtype, bytes, elems, start, len)?;
+                return dsl::Stream::from_le_bytes(dsl::Ty::u(te.word_bits), &part);
+            }
             let part = bytes.get(start..start + len).ok_or_else(|| Error::invalid("reference tensor too short"))?;
             dsl::Stream::from_le_bytes(dsl::Ty::u(te.word_bits), part)
         };

@@ -51,7 +51,7 @@ pub mod synth {
 
 /// Tensor layouts of safetensors and GGUF files.
 pub mod tensor {
-    pub use crate::tensor::{gguf, safetensors};
+    pub use crate::tensor::{gguf, safetensors, DType};
 }
 
 pub use crate::api::{compress_with_programs, compress_with_programs_and_ref};

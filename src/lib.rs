@@ -31,6 +31,7 @@ mod api;
 mod archive;
 mod compress;
 mod error;
+mod family;
 mod ffi;
 mod file_meta;
 mod level;
@@ -60,7 +61,7 @@ pub mod internals;
 
 pub use api::{
     compress, compress_file, compress_with_ref, decompress, decompress_file, decompress_with, decompress_with_ref,
-    learn_prior,
+    family_references, learn_prior,
 };
 pub use archive::{Archive, GgufTensor, GgufView, TensorInfo, TensorReference};
 pub use container::FileRef;

@@ -42,6 +42,11 @@ impl<'a> Reference<'a> {
         self.by_name.get(name).map(|s| (s, &self.bytes[s.start as usize..s.end as usize]))
     }
 
+    /// Every tensor, in no particular order.
+    pub fn tensors(&self) -> impl Iterator<Item = (&TensorSpan, &[u8])> {
+        self.by_name.values().map(|s| (s, &self.bytes[s.start as usize..s.end as usize]))
+    }
+
     /// Content index for matching tensors that were renamed: (byte length, xxh3-128) -> name.
     pub fn content_index(&self) -> HashMap<(u64, u128), String> {
         self.by_name
@@ -61,8 +66,10 @@ impl<'a> Reference<'a> {
         }
         for t in &index.tensors {
             if let Some(r) = &t.reference {
+                // A derived tensor's reference has its own length (`derive` checks it has enough elements).
+                let derived = matches!(t.program.op, crate::dsl::Op::Derive(_));
                 match self.tensor(&r.name) {
-                    Some((s, b)) if s.len() == t.nbytes && xxh3_64(b) == r.hash => {}
+                    Some((s, b)) if (derived || s.len() == t.nbytes) && xxh3_64(b) == r.hash => {}
                     _ => {
                         return Err(Error::invalid(format!(
                             "reference tensor {:?} (for {:?}) is missing or differs",

@@ -645,3 +645,48 @@ fn forged_index_bytes_never_panic() {
     });
     assert!(bad.is_empty(), "{} failures, e.g. {:?}", bad.len(), &bad[..bad.len().min(8)]);
 }
+
+/// A forged `derive`: its reference tensor swapped for one of another dtype or too few elements
+/// (the index's hash made to match), or its derivation swapped for another, decodes to a clear
+/// error, never to wrong bytes.
+#[test]
+fn forged_derivations_are_errors() {
+    use brevis::internals::dsl::ops::derive::{Derive, Kind};
+    use brevis::internals::dsl::Op;
+    let w: Vec<f32> = (0..4096).map(|i| ((i * 7919 % 1000) as f32 - 500.0) / 3000.0).collect();
+    let f32s: Vec<u8> = w.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let bf16s: Vec<u8> = w.iter().flat_map(|x| half::bf16::from_f32(*x).to_le_bytes()).collect();
+    let ints: Vec<u8> = (0..4096u32).flat_map(|i| i.to_le_bytes()).collect();
+    let reference = file(
+        &[
+            tensor("w", "F32", &[64, 64], f32s.clone()),
+            tensor("ints", "I32", &[64, 64], ints.clone()),
+            tensor("short", "F32", &[32, 64], f32s[..8192].to_vec()),
+        ],
+        None,
+    );
+    let variant = file(&[tensor("w", "BF16", &[64, 64], bf16s)], None);
+    let archive = brevis::compress_with_ref(&variant, &reference, &Options::default()).unwrap();
+    let d = DecodeOptions::default();
+    assert_eq!(brevis::decompress_with_ref(&archive, &reference, &d).unwrap(), variant);
+    let a = Archive::open(&archive).unwrap();
+    assert_eq!(a.info(0).unwrap().program(), "derive(bf16)[copyref]");
+    for (name, bytes, kind, want) in [
+        ("ints", &ints[..], Kind::Bf16Rne, "F32, F16 or BF16"),
+        ("short", &f32s[..8192], Kind::Bf16Rne, "elements"),
+        ("w", &f32s[..], Kind::Bf16Trunc, ""),
+    ] {
+        let forged = forge(&archive, |index, _| {
+            let t = &mut index.tensors[0];
+            let r = t.reference.as_mut().unwrap();
+            r.name = name.to_string();
+            r.hash = xxh3_64(bytes);
+            t.program.op = Op::Derive(Derive { kind });
+        });
+        let e = brevis::decompress_with_ref(&forged, &reference, &d).unwrap_err().to_string();
+        assert!(e.contains(want), "{name} {kind:?}: {e}");
+    }
+    // A derivation of another word width does not parse.
+    let forged = forge(&archive, |index, _| index.tensors[0].program.op = Op::Derive(Derive { kind: Kind::Q8_0 }));
+    assert!(Archive::open(&forged).is_err());
+}

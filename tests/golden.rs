@@ -361,6 +361,11 @@ fn golden_meta() -> brevis::FileMeta {
     brevis::FileMeta { mode: 0o640, mtime: 1_764_590_400, mtime_nanos: 123_456_789 }
 }
 
+/// Casts and GGUF quantizations of the silero fixture (tests/fixtures/make_silero_family.py).
+fn family_file() -> Vec<u8> {
+    std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/silero_family.gguf")).unwrap()
+}
+
 fn fixture() -> Vec<u8> {
     std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/silero_vad_16k.safetensors")).unwrap()
 }
@@ -412,8 +417,13 @@ fn write_golden() {
     let sparse =
         brevis::internals::compress_with_programs(&sparse_in, &sparse_opts, &|i, _| sparse_programs[i].clone())
             .unwrap();
+    // Version 9: `derive` (casts and GGUF quantizations of the silero fixture, which
+    // silero.brv holds), chunks cutting quantization blocks.
+    let family = family_file();
+    let derive = brevis::compress_with_ref(&family, &fixture(), &opts.clone().with_chunk_bytes(4096)).unwrap();
     let mut manifest = String::new();
     for (name, archive, original, refname) in [
+        ("derive", &derive, &family, " silero.brv"),
         ("sparse", &sparse, &sparse_in, ""),
         ("split", &split, &split_in, ""),
         ("packed", &packed, &packed_in, ""),
@@ -598,6 +608,24 @@ fn assert_block_programs(a: &brevis::Archive, types: &[u32], suffix: &str) {
         assert!(p.starts_with(&format!("blocks({name}{suffix})[")), "{name}: {p}");
         assert!(brevis::internals::index(a).tensors[i].chunks.len() >= 2, "{name}: one chunk");
     }
+}
+
+/// Version 9's golden archive holds `derive` of every kind the fixture's variants need (a Q8_0,
+/// Q4_0, Q4_1, Q5_0 and Q5_1 quantization and a bf16 and fp16 cast of the master, and a cast whose
+/// misses are coded), over chunks that cut quantization blocks.
+#[test]
+fn golden_v9_archive_covers_derive() {
+    let family = family_file();
+    let archive = golden_archive(9, "derive.brv", &family);
+    let a = brevis::Archive::open(&archive).unwrap();
+    let programs: Vec<String> = (0..a.len()).map(|i| a.info(i).unwrap().program()).collect();
+    for kind in ["q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "bf16", "f16"] {
+        assert!(programs.contains(&format!("derive({kind})[copyref]")), "derive({kind}): {programs:?}");
+    }
+    assert!(programs.iter().any(|p| p.starts_with("derive(f16)[xorref")), "{programs:?}");
+    let q8 = a.find("stft_conv.weight").unwrap();
+    assert!(brevis::internals::index(&a).tensors[q8].chunks.len() >= 2);
+    assert_eq!(brevis::decompress_with_ref(&archive, &fixture(), &Default::default()).unwrap(), family);
 }
 
 /// Version 8's golden archive holds `sparse` at three group sizes over tensors that span several

@@ -105,6 +105,40 @@ fn merge_fields_every_level() {
     }
 }
 
+/// The derivation kernel (casts and reference quantizers) at every level, from every float
+/// storage, on values of every magnitude (zeros, subnormals, ties, infinities, NaN included).
+#[test]
+fn derive_every_level() {
+    use brevis::internals::simd::derive::{Kind, Src};
+    let n = 32 * 97;
+    for (src, bytes) in [(Src::F32, 4), (Src::F16, 2), (Src::Bf16, 2)] {
+        // Random words, and blocks of scaled normal-looking values (with exact ties) among them.
+        let mut r: Vec<u8> = values(bytes as u64, n, 8 * bytes)
+            .iter()
+            .flat_map(|v| v.to_le_bytes()[..bytes as usize].to_vec())
+            .collect();
+        for (i, w) in r.chunks_exact_mut(bytes as usize).enumerate().filter(|(i, _)| (i / 32) % 3 == 0) {
+            let x = ((i * 37 % 64) as f32 - 32.0) / 8.0;
+            match src {
+                Src::F32 => w.copy_from_slice(&x.to_le_bytes()),
+                Src::F16 => w.copy_from_slice(&half::f16::from_f32(x).to_le_bytes()),
+                Src::Bf16 => w.copy_from_slice(&half::bf16::from_f32(x).to_le_bytes()),
+            }
+        }
+        for kind in Kind::ALL {
+            let (bb, be) = kind.block();
+            let len = n / be * bb;
+            let mut want = vec![0u8; len];
+            simd::derive_at(Isa::Scalar, kind, src, &r, 0, &mut want);
+            for isa in simd::available() {
+                let mut got = vec![0u8; len];
+                simd::derive_at(isa, kind, src, &r, 0, &mut got);
+                assert!(got == want, "{kind:?} from {src:?} at {isa:?}");
+            }
+        }
+    }
+}
+
 #[test]
 fn merge_planes_every_level() {
     for isa in simd::available() {

@@ -13,6 +13,8 @@
 mod bench;
 #[path = "brevis/codec.rs"]
 mod codec;
+#[path = "brevis/family.rs"]
+mod family;
 #[path = "brevis/fsio.rs"]
 mod fsio;
 #[path = "brevis/jobs.rs"]
@@ -149,6 +151,12 @@ struct CompressArgs {
     /// then the one the library makes of the same bytes.
     #[arg(long = "no-preserve")]
     no_preserve: bool,
+    /// With -r: code every file alone. By default a checkpoint is coded against the file of the
+    /// same folders that predicts it best (its master: a cast or quantization is derived from
+    /// it, a fine-tune coded as its changes), which decompress -r then finds among the archives
+    /// it restores (README, "Model families").
+    #[arg(long = "no-family")]
+    no_family: bool,
     #[command(flatten)]
     search: SearchArgs,
     #[command(flatten)]

@@ -62,7 +62,8 @@ pub(crate) fn compress_source<W: Write + Seek + Send>(
         }
         clock = std::time::Instant::now();
     };
-    let jobs = plan::plan(input, refs, opts.memory_limit)?;
+    let derived = plan::derivations(input, refs, opts.memory_limit)?;
+    let jobs = plan::plan(input, refs, &derived, opts.memory_limit)?;
     let dup_of = choose::duplicates(&jobs)?;
     let residue = residue(input, &jobs)?;
     lap(0);
@@ -73,7 +74,15 @@ pub(crate) fn compress_source<W: Write + Seek + Send>(
             .then(|| scope.spawn(|| container::writer::ResidueFrame::new(&residue, opts.level.meta_zstd())));
         let prior = choose::prior(&jobs, &dup_of, opts)?;
         lap(1);
-        let chosen = choose::programs(&jobs, &dup_of, forced, prior, opts)?;
+        let mut chosen = choose::programs(&jobs, &dup_of, forced, prior, opts)?;
+        // A program that reads a derived reference says which derivation it reads.
+        for (c, j) in chosen.iter_mut().zip(&jobs) {
+            if let (Some(kind), true) = (j.derive, c.program.uses_reference()) {
+                let p =
+                    std::mem::replace(&mut c.program, Node::leaf(dsl::Op::Const(dsl::ops::gen::Const { value: 0 })));
+                c.program = Node::new(dsl::Op::Derive(dsl::ops::derive::Derive { kind }), vec![p]);
+            }
+        }
         lap(2);
         let work = chunk_list(&jobs, opts);
         let mut writer = Writer::start(out)?;
@@ -123,7 +132,8 @@ pub(crate) fn compress_in_memory(
 /// Learns a production prior from the tensors of `input` (what [`compress_source`] does first
 /// with `PriorSource::Learn`).
 pub(crate) fn learn_prior(input: &[u8], opts: &Options) -> Result<synth::Prior> {
-    let jobs = plan::plan(Source::Memory(input), None, opts.memory_limit)?;
+    let none = plan::Derived::default();
+    let jobs = plan::plan(Source::Memory(input), None, &none, opts.memory_limit)?;
     let views: Vec<synth::TensorView> = jobs.iter().map(|j| j.view()).collect();
     synth::learn_prior(&views, &|i| synth::SearchOptions {
         chunk_elems: chunk_elems(opts, jobs[i].word_bits) as usize,
@@ -416,7 +426,11 @@ fn index(
         let reference = match (&j.reference, program.uses_reference()) {
             (Some((name, rb)), true) => Some(container::TensorRef {
                 name: name.clone(),
-                hash: hash::xxh3_64_of(rb, source::WINDOW)?,
+                // A derived reference is identified by the reference tensor it is derived from.
+                hash: match (j.derive, refs.and_then(|r| r.tensor(name))) {
+                    (Some(_), Some((_, raw))) => xxh3_64(raw),
+                    _ => hash::xxh3_64_of(rb, source::WINDOW)?,
+                },
                 standalone_estimate: c.standalone_estimate,
             }),
             _ => None,
@@ -487,7 +501,8 @@ mod tests {
             let archive = |threads: usize, memory_limit: u64| {
                 let opts = Options { chunk_bytes: 2 * per, memory_limit, ..Default::default() };
                 let src = Source::Memory(&input);
-                let jobs = plan::plan(src, None, opts.memory_limit).unwrap();
+                let none = plan::Derived::default();
+                let jobs = plan::plan(src, None, &none, opts.memory_limit).unwrap();
                 assert_eq!(jobs.len(), 2);
                 let chosen: Vec<Chosen> = jobs
                     .iter()

@@ -2,11 +2,13 @@
 //! GGUF tensor infos; byte regions between them that are too long for the residue (and the whole
 //! file when it is neither) become byte-stream jobs.
 
+use crate::dsl::ops::derive::{self, Kind};
 use crate::error::{Error, Result};
 use crate::reference::Reference;
 use crate::source::{self, Bytes, Source};
 use crate::synth::TensorView;
 use crate::tensor::{gguf, safetensors, DType};
+use std::collections::HashMap;
 
 /// Gaps between tensors and trailing data up to this size stay in the residue (kept in the
 /// index's zstd frame); longer ones are coded as byte streams.
@@ -31,8 +33,11 @@ pub(crate) struct Job<'a> {
     pub word_bits: u32,
     pub offset: u64,
     pub bytes: Bytes<'a>,
-    /// The matching tensor of the reference: its name and bytes.
+    /// The matching tensor of the reference: its name and the bytes the program reads (the
+    /// reference tensor's own, or under `derive` the tensor derived from it).
     pub reference: Option<(String, Bytes<'a>)>,
+    /// The derivation of the reference this tensor is predicted by (`derive`).
+    pub derive: Option<Kind>,
     /// Described by the safetensors header kept in the residue (not a GGUF tensor, which the
     /// index describes itself, nor a byte region between tensors).
     pub from_header: bool,
@@ -60,13 +65,19 @@ impl<'a> Job<'a> {
             offset: a,
             bytes: input.range(a, b)?,
             reference: None,
+            derive: None,
             from_header: false,
         })
     }
 }
 
 /// The tensors of `input` and the long byte regions between them, in file order.
-pub(crate) fn plan<'a>(input: Source<'a>, refs: Option<&'a Reference>, memory_limit: u64) -> Result<Vec<Job<'a>>> {
+pub(crate) fn plan<'a>(
+    input: Source<'a>,
+    refs: Option<&'a Reference>,
+    derived: &'a Derived,
+    memory_limit: u64,
+) -> Result<Vec<Job<'a>>> {
     let Layout { spans, header_end, from_header } = layout_of(input, memory_limit)?;
     let content = refs.map(|r| r.content_index());
     let mut jobs: Vec<Job> = Vec::with_capacity(spans.len() + 1);
@@ -85,9 +96,10 @@ pub(crate) fn plan<'a>(input: Source<'a>, refs: Option<&'a Reference>, memory_li
     for s in &spans {
         gap(&mut jobs, pos, s.start)?;
         let bytes = input.range(s.start, s.end)?;
-        let reference = match (refs, &content) {
-            (Some(r), Some(content)) => matching(r, content, s, bytes)?,
-            _ => None,
+        let (reference, derive) = match (refs, &content, derived.0.get(&s.name)) {
+            (Some(_), _, Some(d)) => (Some((d.name.clone(), Bytes::from(&d.bytes))), Some(d.kind)),
+            (Some(r), Some(content), None) => (matching(r, content, s, bytes)?, None),
+            _ => (None, None),
         };
         jobs.push(Job {
             word_bits: s.word_bits(),
@@ -97,6 +109,7 @@ pub(crate) fn plan<'a>(input: Source<'a>, refs: Option<&'a Reference>, memory_li
             dtype: s.dtype.clone(),
             shape: s.shape.clone(),
             reference,
+            derive,
             from_header,
         });
         pos = s.end;
@@ -123,6 +136,112 @@ fn matching<'a>(
     Ok(content
         .get(&(s.len(), bytes.xxh3_128(source::WINDOW)?))
         .and_then(|name| r.tensor(name).map(|(_, b)| (name.clone(), Bytes::from(b)))))
+}
+
+/// Tensors of the input predicted by a derivation of a reference tensor, by name.
+#[derive(Default)]
+pub(crate) struct Derived(HashMap<String, DerivedTensor>);
+
+pub(crate) struct DerivedTensor {
+    /// The reference tensor.
+    name: String,
+    kind: Kind,
+    /// The prediction: `kind` of the reference tensor, as long as the input tensor.
+    bytes: Vec<u8>,
+}
+
+/// Bytes of each input tensor compared with a candidate derivation's prediction.
+const DERIVE_SAMPLE: usize = 16 << 10;
+
+/// The float tensors of a reference that derivations may read, by element count.
+struct Floats<'r> {
+    r: &'r Reference<'r>,
+    by_elems: HashMap<u64, Vec<(&'r safetensors::TensorSpan, &'r [u8])>>,
+}
+
+impl<'r> Floats<'r> {
+    fn new(r: &'r Reference<'r>) -> Floats<'r> {
+        let mut by_elems: HashMap<u64, Vec<_>> = HashMap::new();
+        for (rs, rb) in r.tensors() {
+            if let Some(bits) = rs.dtype.bits().filter(|_| matches!(rs.dtype.name(), "F32" | "F16" | "BF16")) {
+                by_elems.entry(rs.len() * 8 / bits as u64).or_default().push((rs, rb));
+            }
+        }
+        Floats { r, by_elems }
+    }
+
+    /// The derivation of a reference tensor that best predicts tensor `s` of `input`: the
+    /// reference tensor of the same name, else those with as many elements; each derivation that
+    /// turns the candidate's dtype into the tensor's, tried on the tensor's first
+    /// [`DERIVE_SAMPLE`] bytes; the one that predicts most of them, if it predicts at least half.
+    fn best(
+        &self,
+        input: Source,
+        s: &safetensors::TensorSpan,
+    ) -> Result<Option<(Kind, &'r safetensors::TensorSpan, &'r [u8])>> {
+        let mut best: Option<(usize, Kind, &safetensors::TensorSpan, &[u8])> = None;
+        let named = self.r.tensor(&s.name);
+        let n = (s.len() as usize).min(DERIVE_SAMPLE);
+        let mut sample = None;
+        for kind in Kind::ALL {
+            let Some(elems) = kind.elems_of(s.len()).filter(|&e| e > 0) else { continue };
+            let cands = self.by_elems.get(&elems).map(Vec::as_slice).unwrap_or_default();
+            let cands: Vec<_> = match named {
+                Some((rs, rb)) if cands.iter().any(|c| c.0.name == rs.name) => vec![(rs, rb)],
+                _ => cands.to_vec(),
+            };
+            for (rs, rb) in cands {
+                if !Kind::candidates(&rs.dtype, &s.dtype).contains(&kind) {
+                    continue;
+                }
+                if sample.is_none() {
+                    sample = Some(input.read(s.start, n)?);
+                }
+                let p = derive::predict(kind, &rs.dtype, rb, elems, 0, n)?;
+                let hits = p.iter().zip(sample.iter().flat_map(|b| b.iter())).filter(|(a, b)| a == b).count();
+                if 2 * hits >= n && best.is_none_or(|b| hits > b.0) {
+                    best = Some((hits, kind, rs, rb));
+                }
+            }
+        }
+        Ok(best.map(|(_, kind, rs, rb)| (kind, rs, rb)))
+    }
+}
+
+/// For each tensor of `input` that a derivation of a reference tensor predicts (a cast or a
+/// quantization of it, `derive`), the best such prediction ([`Floats::best`]), made whole.
+pub(crate) fn derivations(input: Source, refs: Option<&Reference>, memory_limit: u64) -> Result<Derived> {
+    use rayon::prelude::*;
+    let Some(r) = refs else { return Ok(Derived::default()) };
+    let spans = layout_of(input, memory_limit)?.spans;
+    let floats = Floats::new(r);
+    let found: Vec<Option<(String, DerivedTensor)>> = spans
+        .par_iter()
+        .map(|s| -> Result<_> {
+            let Some((kind, rs, rb)) = floats.best(input, s)? else { return Ok(None) };
+            let elems = kind.elems_of(s.len()).unwrap_or(0);
+            let bytes = derive::predict(kind, &rs.dtype, rb, elems, 0, s.len() as usize)?;
+            Ok(Some((s.name.clone(), DerivedTensor { name: rs.name.clone(), kind, bytes })))
+        })
+        .collect::<Result<_>>()?;
+    Ok(Derived(found.into_iter().flatten().collect()))
+}
+
+/// The bytes of `input`'s tensors that reference `r` predicts: a tensor of the same name and
+/// layout or of the same content (matched as [`plan`] matches), or a derivation of one.
+pub(crate) fn coverage(input: Source, r: &Reference, memory_limit: u64) -> Result<u64> {
+    use rayon::prelude::*;
+    let spans = layout_of(input, memory_limit)?.spans;
+    let floats = Floats::new(r);
+    let content = r.content_index();
+    spans
+        .par_iter()
+        .map(|s| -> Result<u64> {
+            let bytes = input.range(s.start, s.end)?;
+            let hit = matching(r, &content, s, bytes)?.is_some() || floats.best(input, s)?.is_some();
+            Ok(if hit { s.len() } else { 0 })
+        })
+        .sum()
 }
 
 /// The tensors of the input and how the index describes them.

@@ -46,6 +46,8 @@ pub fn op_ns(op: &Op, ty: Ty) -> f64 {
         Op::Sparse(_) => 0.8,
         Op::Concat(_) | Op::Repeat(_) | Op::View(_) => 0.1 * bytes,
         Op::Ref(_) => 0.4 * bytes,
+        // The prediction: a conversion per word, or a block quantized per 32 values.
+        Op::Derive(_) => 1.0,
         // One shift-and-mask per piece of each field value, per input byte; packed quants
         // are copied as whole bytes.
         Op::Blocks(b) if b.packed => 0.3,

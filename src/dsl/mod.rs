@@ -16,6 +16,7 @@ use crate::coder::bitio::{self, put_bytes, put_varint, ByteReader};
 use crate::error::{Error, Result};
 use ops::blocks::Blocks;
 use ops::copy::Copy;
+use ops::derive::Derive;
 use ops::dict::Dict;
 use ops::entropy::{Huffman, LeafCtx, Rans};
 use ops::fields::Fields;
@@ -58,6 +59,7 @@ pub enum Op {
     Repeat(Repeat),
     View(View),
     Ref(RefOp),
+    Derive(Derive),
     Blocks(Blocks),
 }
 
@@ -104,7 +106,7 @@ impl Node {
 
     /// Whether the program reads the reference (an operator or a leaf context).
     pub fn uses_reference(&self) -> bool {
-        matches!(self.op, Op::Ref(_) | Op::Rans(Rans { ctx: LeafCtx::Ref { .. }, .. }))
+        matches!(self.op, Op::Ref(_) | Op::Derive(_) | Op::Rans(Rans { ctx: LeafCtx::Ref { .. }, .. }))
             || self.children.iter().any(|c| c.uses_reference())
     }
 
@@ -144,6 +146,7 @@ impl Node {
             Op::Repeat(_) => Repeat::ID,
             Op::View(_) => View::ID,
             Op::Ref(r) => r.id(),
+            Op::Derive(_) => Derive::ID,
             Op::Blocks(b) => b.id(),
         }
     }
@@ -167,6 +170,7 @@ impl Node {
                 Ok(if *r == RefOp::Copy { Vec::new() } else { vec![ty] })
             }
             Op::Concat(c) => Ok(vec![ty; c.arity()]),
+            Op::Derive(d) => d.child_types(ty),
             Op::Blocks(b) => b.child_types(ty),
             Op::View(v) => {
                 v.child_len(ty, 0)?;
@@ -197,6 +201,7 @@ impl Node {
             Op::View(v) => put_varint(out, v.bits as u64),
             Op::Blocks(b) => b.write(out),
             Op::Sparse(s) => s.write(out),
+            Op::Derive(d) => d.write(out),
             Op::Raw(_) | Op::Huffman(_) | Op::BytePlanes(_) | Op::BitPlanes(_) | Op::Dict(_) | Op::Ref(_) => {}
         }
         for c in &self.children {
@@ -253,6 +258,7 @@ impl Node {
             RefOp::XOR_ID => Op::Ref(RefOp::Xor),
             RefOp::SUB_ID => Op::Ref(RefOp::Sub),
             RefOp::COPY_ID => Op::Ref(RefOp::Copy),
+            Derive::ID => Op::Derive(Derive::read(r)?),
             _ => return Err(Error::Unsupported(format!("unknown operator id {id:#04x}"))),
         };
         let mut node = Node::leaf(op);
@@ -261,6 +267,7 @@ impl Node {
                 return Err(Error::corrupt("entropy leaf over a stream wider than 16 bits"))
             }
             Op::Copy(_) if depth > 0 => return Err(Error::corrupt("copy below the root")),
+            Op::Derive(_) if depth > 0 => return Err(Error::corrupt("derive below the root")),
             Op::Rans(Rans { ctx: LeafCtx::Side(j), .. }) if siblings.get(*j as usize).is_none_or(|s| s.bits > 16) => {
                 return Err(Error::corrupt("rans: side context is not an earlier sibling of at most 16 bits"))
             }
@@ -409,6 +416,11 @@ impl Node {
             Op::Concat(c) => kids(c.forward(x)?, out),
             Op::Repeat(r) => kids(vec![r.forward(x).ok_or_else(not_applicable)?], out),
             Op::View(v) => kids(vec![v.forward(x)?], out),
+            // The reference below is already the derived one (the caller predicts it).
+            Op::Derive(d) => {
+                d.child_types(x.ty)?;
+                kids(vec![x.clone()], out)
+            }
             Op::Blocks(b) => kids(b.forward(x, elem_offset)?, out),
         }
     }
@@ -501,6 +513,7 @@ impl Node {
                 let parts = self.decode_children(&b.child_types(ty)?, &b.child_lens(n, env.elem_offset), r, env)?;
                 b.inverse(n, env.elem_offset, &parts)?
             }
+            Op::Derive(d) => self.decode_children(&d.child_types(ty)?, &[n], r, env)?.pop().unwrap(),
         };
         if s.len() != n || s.ty != ty {
             return Err(Error::corrupt("operator produced a stream of the wrong shape"));
@@ -590,6 +603,7 @@ impl Node {
             Op::Repeat(r) => format!("repeat({})", r.period),
             Op::View(v) => format!("view(u{})", v.bits),
             Op::Ref(r) => r.to_string(),
+            Op::Derive(d) => d.to_string(),
             Op::Blocks(b) => b.to_string(),
         }
     }

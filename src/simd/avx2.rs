@@ -2,6 +2,7 @@
 //! be called after `is_x86_feature_detected!` confirmed them ([`super::detected`]). Tails shorter
 //! than one vector go to the scalar kernels, so results are identical word for word.
 
+use super::derive::{derive_groups, Kind, Src};
 use super::scalar;
 use std::arch::x86_64::*;
 
@@ -295,4 +296,15 @@ pub unsafe fn nibble_blocks(vals: &[u8], body: &mut [u8], b: usize, qs: usize, q
         }
     }
     k
+}
+
+/// [`super::derive()`]: the same kernel as the scalar level, compiled for AVX2 (eight f32 lanes:
+/// the conversions, block maxima and quantizations vectorize; no FMA, so every product and sum
+/// is rounded as at the scalar level and the bytes are the same).
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+pub unsafe fn derive(kind: Kind, src: Src, reference: &[u8], e0: usize, out: &mut [u8]) {
+    derive_groups(kind, src, reference, e0, out)
 }

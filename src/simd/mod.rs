@@ -20,8 +20,10 @@
 
 #[cfg(target_arch = "x86_64")]
 pub mod avx2;
+pub mod derive;
 pub mod scalar;
 
+use derive::{Kind, Src};
 use std::sync::atomic::{AtomicU8, Ordering};
 
 /// An instruction-set level, lowest first.
@@ -86,6 +88,21 @@ pub fn isa() -> Isa {
             l
         }
     }
+}
+
+/// [`derive::derive_groups`] at the CPU's level.
+pub fn derive(kind: Kind, src: Src, reference: &[u8], e0: usize, out: &mut [u8]) {
+    derive_at(isa(), kind, src, reference, e0, out)
+}
+
+/// [`derive`] at a given level (lowered to what the CPU has).
+pub fn derive_at(isa: Isa, kind: Kind, src: Src, reference: &[u8], e0: usize, out: &mut [u8]) {
+    #[cfg(target_arch = "x86_64")]
+    if isa.min(detected()) >= Isa::Avx2 {
+        // SAFETY: AVX2 was detected on this CPU.
+        return unsafe { avx2::derive(kind, src, reference, e0, out) };
+    }
+    scalar::derive(kind, src, reference, e0, out)
 }
 
 /// Levels this CPU can run, lowest first (for tests and benchmarks).

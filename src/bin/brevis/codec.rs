@@ -41,11 +41,20 @@ impl In {
 
 /// Runs every job of `files` with `one`, after creating the output folders; returns 0, 1 when
 /// any input failed (each reported on its own line), or 2 for a usage error.
-fn run_all(mode: Mode, files: &Files, mut one: impl FnMut(&Job) -> Result<(), String>) -> ExitCode {
-    let plan = match jobs::plan(mode, files) {
+fn run_all(
+    mode: Mode,
+    files: &Files,
+    prepare: impl FnOnce(&mut jobs::Plan) -> Result<(), String>,
+    mut one: impl FnMut(&Job) -> Result<(), String>,
+) -> ExitCode {
+    let mut plan = match jobs::plan(mode, files) {
         Ok(p) => p,
         Err(msg) => return exit::usage(&msg),
     };
+    if let Err(msg) = prepare(&mut plan) {
+        eprintln!("brevis: {msg}");
+        return ExitCode::from(exit::FAILED);
+    }
     let mut failed = plan.errors.len();
     for e in &plan.errors {
         eprintln!("brevis: {e}");
@@ -111,11 +120,39 @@ pub fn compress(args: &CompressArgs) -> ExitCode {
             return ExitCode::from(exit::FAILED);
         }
     };
-    run_all(Mode::Compress, &args.files, |job| compress_one(job, args, &prior))
+    // With -r, each checkpoint against the best file of its family (family::references).
+    let family = std::cell::RefCell::new(std::collections::HashMap::new());
+    let family_mode = args.files.recursive && args.reference.is_none() && !args.no_family;
+    let prepare = |plan: &mut jobs::Plan| {
+        if family_mode {
+            *family.borrow_mut() = crate::family::references(plan, args.memory_limit, args.common.quiet)?;
+        }
+        Ok(())
+    };
+    let one = |job: &Job| compress_one(job, args, &prior, job_reference(&family.borrow(), job, &args.reference));
+    run_all(Mode::Compress, &args.files, prepare, one)
 }
 
-fn compress_one(job: &Job, args: &CompressArgs, prior: &brevis::PriorSource) -> Result<(), String> {
-    let CompressArgs { files, chunk_size, reference, memory_limit, no_preserve, search, common, .. } = args;
+/// The reference of `job`: the file of its family that `-r` chose, else the one given (`--ref`).
+fn job_reference<'a>(
+    family: &'a std::collections::HashMap<std::path::PathBuf, std::path::PathBuf>,
+    job: &Job,
+    given: &'a Option<std::path::PathBuf>,
+) -> Option<&'a Path> {
+    let chosen = match &job.src {
+        Src::File(p) => family.get(p).map(|r| r.as_path()),
+        Src::Stdin => None,
+    };
+    chosen.or(given.as_deref())
+}
+
+fn compress_one(
+    job: &Job,
+    args: &CompressArgs,
+    prior: &brevis::PriorSource,
+    reference: Option<&Path>,
+) -> Result<(), String> {
+    let CompressArgs { files, chunk_size, memory_limit, no_preserve, search, common, .. } = args;
     let input = In::open(&job.src)?;
     let size = input.len()?;
     let t0 = Instant::now();
@@ -161,7 +198,7 @@ fn compress_one(job: &Job, args: &CompressArgs, prior: &brevis::PriorSource) -> 
         eprintln!("{}", st.summary());
     }
     if files.rm {
-        verify_archive(job, &input, reference.as_deref(), common.threads)?;
+        verify_archive(job, &input, reference, common.threads)?;
     }
     remove_input(job, files)?;
     if !common.quiet {
@@ -230,11 +267,22 @@ fn verify_archive(job: &Job, input: &In, reference: Option<&Path>, threads: usiz
 }
 
 pub fn decompress(args: &DecompressArgs) -> ExitCode {
-    run_all(Mode::Decompress, &args.files, |job| decompress_one(job, args))
+    // With -r, an archive made against a file that another archive restores is restored after
+    // it, with it (family::restored_references).
+    let family = std::cell::RefCell::new(std::collections::HashMap::new());
+    let prepare = |plan: &mut jobs::Plan| {
+        if args.files.recursive && args.reference.is_none() {
+            let limit = args.memory_limit.unwrap_or(brevis::DEFAULT_MEMORY_LIMIT);
+            *family.borrow_mut() = crate::family::restored_references(plan, limit)?;
+        }
+        Ok(())
+    };
+    let one = |job: &Job| decompress_one(job, args, job_reference(&family.borrow(), job, &args.reference));
+    run_all(Mode::Decompress, &args.files, prepare, one)
 }
 
-fn decompress_one(job: &Job, args: &DecompressArgs) -> Result<(), String> {
-    let DecompressArgs { files, reference, memory_limit, no_preserve, common } = args;
+fn decompress_one(job: &Job, args: &DecompressArgs, reference: Option<&Path>) -> Result<(), String> {
+    let DecompressArgs { files, memory_limit, no_preserve, common, .. } = args;
     let input = In::open(&job.src)?;
     let t0 = Instant::now();
     let mut opts = crate::decode_options(common.threads, *memory_limit, reference.is_some());

@@ -3,6 +3,7 @@
 
 pub mod blocks;
 pub mod copy;
+pub mod derive;
 pub mod dict;
 pub mod entropy;
 pub mod fields;

@@ -1,0 +1,45 @@
+//! Model families: the files of one model (a master and its casts and quantizations, a base and
+//! its fine-tunes) coded each against the one that predicts it best, so that a variant costs what
+//! its master does not already hold.
+//!
+//! [`references`] chooses, for each file of a family, the file it is coded against: files are
+//! taken from the highest precision down (most bits per element, then the most tensor bytes), and
+//! each may only use a file taken before it, so references form no cycles and the first file is
+//! coded alone. Among those, the one whose tensors predict most of the file's tensor bytes
+//! (`compress::plan::coverage`: same tensors, same content, or a derivation) is its reference,
+//! when it predicts at least a quarter of them.
+
+use crate::compress::plan;
+use crate::error::Result;
+use crate::reference::Reference;
+use crate::source::Source;
+use crate::tensor::layout;
+use std::borrow::Cow;
+
+/// A file's tensor bytes and its bits per element (0 for a file without tensors).
+fn precision(file: &[u8]) -> (u64, f64) {
+    let spans = layout(file).unwrap_or_default();
+    let bytes: u64 = spans.iter().map(|s| s.len()).sum();
+    let elems: u64 = spans.iter().map(|s| s.shape.iter().product::<u64>()).sum();
+    (bytes, if elems == 0 { 0.0 } else { bytes as f64 * 8.0 / elems as f64 })
+}
+
+/// For each of `files`, the index of the file to code it against, or None (coded alone).
+pub fn references(files: &[&[u8]], memory_limit: u64) -> Result<Vec<Option<usize>>> {
+    let prec: Vec<(u64, f64)> = files.iter().map(|f| precision(f)).collect();
+    let mut order: Vec<usize> = (0..files.len()).filter(|&i| prec[i].0 > 0).collect();
+    order.sort_by(|&a, &b| prec[b].1.total_cmp(&prec[a].1).then(prec[b].0.cmp(&prec[a].0)).then(a.cmp(&b)));
+    let refs: Vec<Reference> = files.iter().map(|f| Reference::new(Cow::Borrowed(f))).collect();
+    let mut chosen = vec![None; files.len()];
+    for (p, &i) in order.iter().enumerate() {
+        let mut best: Option<(u64, usize)> = None;
+        for &j in &order[..p] {
+            let covered = plan::coverage(Source::Memory(files[i]), &refs[j], memory_limit)?;
+            if 4 * covered >= prec[i].0 && best.is_none_or(|(c, _)| covered > c) {
+                best = Some((covered, j));
+            }
+        }
+        chosen[i] = best.map(|(_, j)| j);
+    }
+    Ok(chosen)
+}
