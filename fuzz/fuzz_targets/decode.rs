@@ -1,11 +1,16 @@
 //! Arbitrary bytes as an archive: decoding (the whole file, a few tensors, the GGUF view) must
 //! return an error or the original, never panic, and never allocate beyond the memory limit.
+//! An archive made against a reference is also decoded with the silero fixture as its reference
+//! (the golden `derive` archive's master, so its derivations and their damage are reached).
 #![no_main]
 use libfuzzer_sys::fuzz_target;
+
+static REFERENCE: &[u8] = include_bytes!("../../tests/fixtures/silero_vad_16k.safetensors");
 
 fuzz_target!(|data: &[u8]| {
     let opts = brevis::DecodeOptions::default().with_memory_limit(64 << 20).with_threads(1).with_verify(true);
     let _ = brevis::decompress_with(data, &opts);
+    let _ = brevis::decompress_with_ref(data, REFERENCE, &opts);
     if let Ok(mut a) = brevis::Archive::open_with_limit(data, 64 << 20) {
         a.set_memory_limit(64 << 20);
         for i in 0..a.len().min(8) {
