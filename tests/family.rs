@@ -75,6 +75,29 @@ fn casts_and_quantizations_of_a_real_master_cost_almost_nothing() {
     assert!(e.contains("reference"), "{e}");
 }
 
+/// K-quants as llama.cpp's own `llama-quantize` makes them (Q4_K, Q5_K and Q6_K rows of
+/// SmolLM2-135M-Instruct, tests/fixtures/make_smollm2_kquants.py) are exactly the reference
+/// quantizers' output of their BF16 master.
+#[test]
+fn k_quants_of_llama_quantize_are_derived_exactly() {
+    let dir = root().join("tests/fixtures");
+    let master = read_checked(
+        &dir.join("smollm2_kquants_master.gguf"),
+        "2756f56015136a9d933679d4fc33f1aa0d83186255934d14917df4a1a6fc7718",
+    );
+    let variant = read_checked(
+        &dir.join("smollm2_kquants.gguf"),
+        "3bd089d94f2d095c9e6cf49b98777c0c644ed5f5db25127cb5db6af76d441bd1",
+    );
+    for chunk in [1 << 20, 5000] {
+        let opts = brevis::Options::default().with_chunk_bytes(chunk);
+        let archive = brevis::compress_with_ref(&variant, &master, &opts).unwrap();
+        let found: Vec<String> = programs(&archive).into_iter().map(|p| p.1).collect();
+        assert_eq!(found, ["derive(q4_k)[copyref]", "derive(q6_k)[copyref]", "derive(q5_k)[copyref]"], "{chunk}");
+        assert_eq!(brevis::decompress_with_ref(&archive, &master, &Default::default()).unwrap(), variant);
+    }
+}
+
 /// Chunks that cut quantization blocks: each chunk's prediction is its slice of the whole one.
 #[test]
 fn small_chunks_cut_blocks_and_still_round_trip() {

@@ -361,6 +361,15 @@ fn golden_meta() -> brevis::FileMeta {
     brevis::FileMeta { mode: 0o640, mtime: 1_764_590_400, mtime_nanos: 123_456_789 }
 }
 
+/// Rows of SmolLM2 in BF16 and as llama-quantize's K-quants (tests/fixtures/make_smollm2_kquants.py).
+fn kquant_files() -> (Vec<u8>, Vec<u8>) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    (
+        std::fs::read(dir.join("smollm2_kquants_master.gguf")).unwrap(),
+        std::fs::read(dir.join("smollm2_kquants.gguf")).unwrap(),
+    )
+}
+
 /// Casts and GGUF quantizations of the silero fixture (tests/fixtures/make_silero_family.py).
 fn family_file() -> Vec<u8> {
     std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/silero_family.gguf")).unwrap()
@@ -421,8 +430,14 @@ fn write_golden() {
     // silero.brv holds), chunks cutting quantization blocks.
     let family = family_file();
     let derive = brevis::compress_with_ref(&family, &fixture(), &opts.clone().with_chunk_bytes(4096)).unwrap();
+    // ... and K-quants of llama-quantize against their BF16 master (kmaster.brv).
+    let (kmaster_in, kquants_in) = kquant_files();
+    let kmaster = brevis::compress(&kmaster_in, &brevis::Options::default()).unwrap();
+    let kquants = brevis::compress_with_ref(&kquants_in, &kmaster_in, &opts.clone().with_chunk_bytes(5000)).unwrap();
     let mut manifest = String::new();
     for (name, archive, original, refname) in [
+        ("kmaster", &kmaster, &kmaster_in, ""),
+        ("kquants", &kquants, &kquants_in, " kmaster.brv"),
         ("derive", &derive, &family, " silero.brv"),
         ("sparse", &sparse, &sparse_in, ""),
         ("split", &split, &split_in, ""),
@@ -610,9 +625,9 @@ fn assert_block_programs(a: &brevis::Archive, types: &[u32], suffix: &str) {
     }
 }
 
-/// Version 9's golden archive holds `derive` of every kind the fixture's variants need (a Q8_0,
-/// Q4_0, Q4_1, Q5_0 and Q5_1 quantization and a bf16 and fp16 cast of the master, and a cast whose
-/// misses are coded), over chunks that cut quantization blocks.
+/// Version 9's golden archives hold `derive` of every kind the fixtures' variants need (a Q8_0,
+/// Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K quantization and a bf16 and fp16 cast of the
+/// master, and a cast whose misses are coded), over chunks that cut quantization blocks.
 #[test]
 fn golden_v9_archive_covers_derive() {
     let family = family_file();
@@ -626,6 +641,14 @@ fn golden_v9_archive_covers_derive() {
     let q8 = a.find("stft_conv.weight").unwrap();
     assert!(brevis::internals::index(&a).tensors[q8].chunks.len() >= 2);
     assert_eq!(brevis::decompress_with_ref(&archive, &fixture(), &Default::default()).unwrap(), family);
+    // The K-quants, over chunks that cut super-blocks.
+    let (kmaster, kquants) = kquant_files();
+    let archive = golden_archive(9, "kquants.brv", &kquants);
+    let a = brevis::Archive::open(&archive).unwrap();
+    let programs: Vec<String> = (0..a.len()).map(|i| a.info(i).unwrap().program()).collect();
+    assert_eq!(programs, ["derive(q4_k)[copyref]", "derive(q6_k)[copyref]", "derive(q5_k)[copyref]"]);
+    assert!(brevis::internals::index(&a).tensors.iter().all(|t| t.chunks.len() >= 2));
+    assert_eq!(brevis::decompress_with_ref(&archive, &kmaster, &Default::default()).unwrap(), kquants);
 }
 
 /// Version 8's golden archive holds `sparse` at three group sizes over tensors that span several

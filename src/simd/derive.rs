@@ -26,6 +26,14 @@ pub enum Kind {
     Q5_0,
     /// ggml Q5_1: as Q4_1 with 31.
     Q5_1,
+    /// ggml Q4_K: super-blocks of 256, eight sub-blocks with a searched scale and min each
+    /// (`make_qkx2_quants`), those quantized to 6 bits against two fp16 super-scales.
+    Q4K,
+    /// ggml Q5_K: as Q4_K with 5-bit quants.
+    Q5K,
+    /// ggml Q6_K: super-blocks of 256, sixteen sub-blocks with a searched scale each
+    /// (`make_qx_quants`), those quantized to 8 bits against an fp16 super-scale.
+    Q6K,
 }
 
 impl Kind {
@@ -39,6 +47,9 @@ impl Kind {
             Kind::Q4_1 => (20, 32),
             Kind::Q5_0 => (22, 32),
             Kind::Q5_1 => (24, 32),
+            Kind::Q4K => (144, 256),
+            Kind::Q5K => (176, 256),
+            Kind::Q6K => (210, 256),
         }
     }
 }
@@ -70,12 +81,12 @@ impl Src {
         }
     }
 
-    /// Elements `i0 .. i0 + 32` of `b` as f32.
+    /// Elements `i0 .. i0 + N` of `b` as f32.
     #[inline(always)]
-    pub fn load32(self, b: &[u8], i0: usize) -> [f32; 32] {
-        let mut x = [0f32; 32];
+    pub fn load<const N: usize>(self, b: &[u8], i0: usize) -> [f32; N] {
+        let mut x = [0f32; N];
         let w = self.bytes();
-        let b = &b[w * i0..w * (i0 + 32)];
+        let b = &b[w * i0..w * (i0 + N)];
         match self {
             Src::F32 => {
                 x.iter_mut().zip(b.chunks_exact(4)).for_each(|(v, c)| *v = f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
@@ -247,14 +258,25 @@ fn quant(v: f32, top: u8) -> u8 {
     (v as i32).clamp(0, top as i32) as u8
 }
 
-/// The derived bytes of whole groups of 32 elements from element `e0` of the reference on
-/// (`out` holds a whole number of groups): the kernel every instruction-set level compiles.
+/// The derived bytes of whole groups of 32 elements (whole super-blocks of 256 for the
+/// K-quants) from element `e0` of the reference on (`out` holds a whole number of them): the kernel every instruction-set level compiles.
 #[inline(always)]
 pub fn derive_groups(kind: Kind, src: Src, reference: &[u8], e0: usize, out: &mut [u8]) {
     let (bb, be) = kind.block();
+    if be == 256 {
+        for (g, o) in out.chunks_exact_mut(bb).enumerate() {
+            let x = src.load::<256>(reference, e0 + 256 * g);
+            match kind {
+                Kind::Q4K => super::kquants::q45_k(&x, 15, o),
+                Kind::Q5K => super::kquants::q45_k(&x, 31, o),
+                _ => super::kquants::q6_k(&x, o),
+            }
+        }
+        return;
+    }
     let group = bb * 32 / be;
     for (g, o) in out.chunks_exact_mut(group).enumerate() {
-        let x = src.load32(reference, e0 + 32 * g);
+        let x = src.load::<32>(reference, e0 + 32 * g);
         match kind {
             Kind::Bf16Rne => {
                 o.chunks_exact_mut(2).zip(&x).for_each(|(o, &v)| o.copy_from_slice(&bf16_rne(v).to_le_bytes()))

@@ -20,7 +20,7 @@ pub use crate::simd::derive::{Kind, Src};
 use crate::tensor::DType;
 
 impl Kind {
-    pub const ALL: [Kind; 9] = [
+    pub const ALL: [Kind; 12] = [
         Kind::Bf16Rne,
         Kind::Bf16Trunc,
         Kind::F16Rne,
@@ -30,6 +30,9 @@ impl Kind {
         Kind::Q4_1,
         Kind::Q5_0,
         Kind::Q5_1,
+        Kind::Q4K,
+        Kind::Q5K,
+        Kind::Q6K,
     ];
 
     pub fn id(self) -> u8 {
@@ -43,6 +46,9 @@ impl Kind {
             Kind::Q4_1 => 10,
             Kind::Q5_0 => 11,
             Kind::Q5_1 => 12,
+            Kind::Q4K => 13,
+            Kind::Q5K => 14,
+            Kind::Q6K => 15,
         }
     }
 
@@ -61,6 +67,9 @@ impl Kind {
             Kind::Q4_1 => "q4_1",
             Kind::Q5_0 => "q5_0",
             Kind::Q5_1 => "q5_1",
+            Kind::Q4K => "q4_k",
+            Kind::Q5K => "q5_k",
+            Kind::Q6K => "q6_k",
         }
     }
 
@@ -89,6 +98,9 @@ impl Kind {
             (_, "Q4_1") => vec![Kind::Q4_1],
             (_, "Q5_0") => vec![Kind::Q5_0],
             (_, "Q5_1") => vec![Kind::Q5_1],
+            (_, "Q4_K") => vec![Kind::Q4K],
+            (_, "Q5_K") => vec![Kind::Q5K],
+            (_, "Q6_K") => vec![Kind::Q6K],
             _ => Vec::new(),
         }
     }
