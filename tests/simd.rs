@@ -110,6 +110,26 @@ fn merge_fields_every_level() {
 #[test]
 fn derive_every_level() {
     use brevis::internals::simd::derive::{Kind, Src};
+    // Weights as checkpoints have them (a smooth spread of magnitudes, with a zero and a
+    // constant sub-block), for the K-quants' scale searches.
+    let smooth: Vec<u8> = (0..256 * 24)
+        .map(|i| match i / 16 {
+            3 => 0.0,
+            5 => 0.25,
+            _ => ((i as f32 * 0.7311).sin() * (1.0 + (i % 97) as f32 / 13.0)) / 40.0,
+        })
+        .flat_map(|x: f32| x.to_le_bytes())
+        .collect();
+    for kind in Kind::ALL {
+        let (bb, be) = kind.block();
+        let mut want = vec![0u8; smooth.len() / 4 / be * bb];
+        simd::derive_at(Isa::Scalar, kind, Src::F32, &smooth, 0, &mut want);
+        for isa in simd::available() {
+            let mut got = vec![0u8; want.len()];
+            simd::derive_at(isa, kind, Src::F32, &smooth, 0, &mut got);
+            assert!(got == want, "{kind:?} of smooth weights at {isa:?}");
+        }
+    }
     let n = 32 * 97;
     for (src, bytes) in [(Src::F32, 4), (Src::F16, 2), (Src::Bf16, 2)] {
         // Random words, and blocks of scaled normal-looking values (with exact ties) among them.

@@ -3,6 +3,7 @@
 //! than one vector go to the scalar kernels, so results are identical word for word.
 
 use super::derive::{derive_groups, Kind, Src};
+use super::kquants::{Lanes, Qkx2, Search};
 use super::scalar;
 use std::arch::x86_64::*;
 
@@ -306,5 +307,185 @@ pub unsafe fn nibble_blocks(vals: &[u8], body: &mut [u8], b: usize, qs: usize, q
 /// The CPU must support AVX2.
 #[target_feature(enable = "avx2")]
 pub unsafe fn derive(kind: Kind, src: Src, reference: &[u8], e0: usize, out: &mut [u8]) {
-    derive_groups(kind, src, reference, e0, out)
+    derive_groups(kind, src, reference, e0, out, &KSearch)
+}
+
+/// The K-quant scale searches (`super::kquants`) with the eight sub-blocks in the lanes of one
+/// vector: every lane runs the scalar level's operations in its order (IEEE adds, multiplies
+/// and divides, compares and selects for its branches), so the results are the same.
+struct KSearch;
+
+impl Search for KSearch {
+    fn qx(&self, nmax: i32, x: &Lanes<16>, l_out: &mut [[i8; 8]; 16]) -> [f32; 8] {
+        // SAFETY: only built by `derive` above, which runs on CPUs with AVX2.
+        unsafe { make_qx_quants(nmax, x, l_out) }
+    }
+    fn qkx2(&self, p: &Qkx2, l_out: &mut [[u8; 8]; 32]) -> ([f32; 8], [f32; 8]) {
+        // SAFETY: as above.
+        unsafe { make_qkx2_quants(p, l_out) }
+    }
+}
+
+/// ggml's `nearest_int` in eight lanes (`kquants::nearest_int`).
+#[target_feature(enable = "avx2")]
+fn nearest8(v: __m256) -> __m256i {
+    let t = _mm256_castps_si256(_mm256_add_ps(v, _mm256_set1_ps(12_582_912.0)));
+    _mm256_sub_epi32(_mm256_and_si256(t, _mm256_set1_epi32(0x007f_ffff)), _mm256_set1_epi32(0x0040_0000))
+}
+
+#[target_feature(enable = "avx2")]
+fn load8(a: &[f32; 8]) -> __m256 {
+    // SAFETY: eight f32 are read from an array of eight.
+    unsafe { _mm256_loadu_ps(a.as_ptr()) }
+}
+
+#[target_feature(enable = "avx2")]
+fn store8(v: __m256) -> [f32; 8] {
+    let mut a = [0f32; 8];
+    // SAFETY: eight f32 are written to an array of eight.
+    unsafe { _mm256_storeu_ps(a.as_mut_ptr(), v) };
+    a
+}
+
+#[target_feature(enable = "avx2")]
+fn store8i(v: __m256i) -> [i32; 8] {
+    let mut a = [0i32; 8];
+    // SAFETY: eight i32 are written to an array of eight.
+    unsafe { _mm256_storeu_si256(a.as_mut_ptr() as *mut __m256i, v) };
+    a
+}
+
+/// `kquants::make_qx_quants` in vectors.
+#[target_feature(enable = "avx2")]
+fn make_qx_quants(nmax: i32, x: &Lanes<16>, l_out: &mut [[i8; 8]; 16]) -> [f32; 8] {
+    let zero = _mm256_setzero_ps();
+    let (mut max, mut amax) = (zero, zero);
+    let xs: [__m256; 16] = std::array::from_fn(|i| load8(&x[i]));
+    for &xi in &xs {
+        let ax = _mm256_andnot_ps(_mm256_set1_ps(-0.0), xi);
+        let m = _mm256_cmp_ps::<_CMP_GT_OQ>(ax, amax);
+        amax = _mm256_blendv_ps(amax, ax, m);
+        max = _mm256_blendv_ps(max, xi, m);
+    }
+    let (lo, hi) = (_mm256_set1_epi32(-nmax), _mm256_set1_epi32(nmax - 1));
+    let level =
+        |iscale: __m256, v: __m256| _mm256_min_epi32(_mm256_max_epi32(nearest8(_mm256_mul_ps(iscale, v)), lo), hi);
+    let sums = |iscale: __m256, ls: &mut [__m256i; 16]| {
+        let (mut sumlx, mut suml2) = (zero, zero);
+        for (l, &xi) in ls.iter_mut().zip(&xs) {
+            *l = level(iscale, xi);
+            let lf = _mm256_cvtepi32_ps(*l);
+            let w = _mm256_mul_ps(xi, xi);
+            sumlx = _mm256_add_ps(sumlx, _mm256_mul_ps(_mm256_mul_ps(w, xi), lf));
+            suml2 = _mm256_add_ps(suml2, _mm256_mul_ps(_mm256_mul_ps(w, lf), lf));
+        }
+        (sumlx, suml2)
+    };
+    let mut best_l = [_mm256_setzero_si256(); 16];
+    let (sumlx, suml2) = sums(_mm256_div_ps(_mm256_set1_ps(-(nmax as f32)), max), &mut best_l);
+    let nonzero = _mm256_cmp_ps::<_CMP_NEQ_UQ>(suml2, zero);
+    let mut scale = _mm256_blendv_ps(zero, _mm256_div_ps(sumlx, suml2), nonzero);
+    let mut best = _mm256_mul_ps(scale, sumlx);
+    let mut ls = [_mm256_setzero_si256(); 16];
+    for is in (-9..=9).filter(|&is| is != 0) {
+        let iscale = _mm256_div_ps(_mm256_set1_ps(-(nmax as f32 + 0.1 * is as f32)), max);
+        let (sumlx, suml2) = sums(iscale, &mut ls);
+        let better = _mm256_and_ps(
+            _mm256_cmp_ps::<_CMP_GT_OQ>(suml2, zero),
+            _mm256_cmp_ps::<_CMP_GT_OQ>(_mm256_mul_ps(sumlx, sumlx), _mm256_mul_ps(best, suml2)),
+        );
+        let bi = _mm256_castps_si256(better);
+        for (b, &l) in best_l.iter_mut().zip(&ls) {
+            *b = _mm256_blendv_epi8(*b, l, bi);
+        }
+        scale = _mm256_blendv_ps(scale, _mm256_div_ps(sumlx, suml2), better);
+        best = _mm256_blendv_ps(best, _mm256_mul_ps(scale, sumlx), better);
+    }
+    // All zero: levels 0 and scale 0.
+    let tiny = _mm256_cmp_ps::<_CMP_LT_OQ>(amax, _mm256_set1_ps(1e-15));
+    let ti = _mm256_castps_si256(tiny);
+    let off = _mm256_set1_epi32(nmax);
+    for (o, &l) in l_out.iter_mut().zip(&best_l) {
+        let v = store8i(_mm256_andnot_si256(ti, _mm256_add_epi32(l, off)));
+        *o = std::array::from_fn(|k| v[k] as i8);
+    }
+    store8(_mm256_andnot_ps(tiny, scale))
+}
+
+/// `kquants::make_qkx2_quants` in vectors.
+#[target_feature(enable = "avx2")]
+fn make_qkx2_quants(p: &Qkx2, l_out: &mut [[u8; 8]; 32]) -> ([f32; 8], [f32; 8]) {
+    let Qkx2 { nmax, x, w, rmin, nstep } = *p;
+    let zero = _mm256_setzero_ps();
+    let xs: [__m256; 32] = std::array::from_fn(|i| load8(&x[i]));
+    let ws: [__m256; 32] = std::array::from_fn(|i| load8(&w[i]));
+    let (mut min, mut max) = (xs[0], xs[0]);
+    let mut sum_w = ws[0];
+    let mut sum_x = _mm256_mul_ps(sum_w, xs[0]);
+    for i in 1..32 {
+        min = _mm256_blendv_ps(min, xs[i], _mm256_cmp_ps::<_CMP_LT_OQ>(xs[i], min));
+        max = _mm256_blendv_ps(max, xs[i], _mm256_cmp_ps::<_CMP_GT_OQ>(xs[i], max));
+        sum_w = _mm256_add_ps(sum_w, ws[i]);
+        sum_x = _mm256_add_ps(sum_x, _mm256_mul_ps(ws[i], xs[i]));
+    }
+    min = _mm256_blendv_ps(min, zero, _mm256_cmp_ps::<_CMP_GT_OQ>(min, zero));
+    let flat = _mm256_cmp_ps::<_CMP_EQ_OQ>(max, min);
+    let flat_min = min;
+    let (lo, hi) = (_mm256_setzero_si256(), _mm256_set1_epi32(nmax));
+    let level = |iscale: __m256, v: __m256, min: __m256| {
+        _mm256_min_epi32(_mm256_max_epi32(nearest8(_mm256_mul_ps(iscale, _mm256_sub_ps(v, min))), lo), hi)
+    };
+    let iscale = _mm256_div_ps(_mm256_set1_ps(nmax as f32), _mm256_sub_ps(max, min));
+    let mut scale = _mm256_div_ps(_mm256_set1_ps(1.0), iscale);
+    let mut best_error = zero;
+    let mut best_l = [_mm256_setzero_si256(); 32];
+    for i in 0..32 {
+        best_l[i] = level(iscale, xs[i], min);
+        let diff = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(scale, _mm256_cvtepi32_ps(best_l[i])), min), xs[i]);
+        best_error = _mm256_add_ps(best_error, _mm256_mul_ps(ws[i], _mm256_mul_ps(diff, diff)));
+    }
+    let mut laux = [_mm256_setzero_si256(); 32];
+    for is in 0..=nstep {
+        let iscale = _mm256_div_ps(_mm256_set1_ps(rmin + 0.1 * is as f32 + nmax as f32), _mm256_sub_ps(max, min));
+        let (mut sum_l, mut sum_l2, mut sum_xl) = (zero, zero, zero);
+        for i in 0..32 {
+            laux[i] = level(iscale, xs[i], min);
+            let l = _mm256_cvtepi32_ps(laux[i]);
+            let wl = _mm256_mul_ps(ws[i], l);
+            sum_l = _mm256_add_ps(sum_l, wl);
+            sum_l2 = _mm256_add_ps(sum_l2, _mm256_mul_ps(wl, l));
+            sum_xl = _mm256_add_ps(sum_xl, _mm256_mul_ps(wl, xs[i]));
+        }
+        let d = _mm256_sub_ps(_mm256_mul_ps(sum_w, sum_l2), _mm256_mul_ps(sum_l, sum_l));
+        let mut this_scale = _mm256_div_ps(_mm256_sub_ps(_mm256_mul_ps(sum_w, sum_xl), _mm256_mul_ps(sum_x, sum_l)), d);
+        let mut this_min = _mm256_div_ps(_mm256_sub_ps(_mm256_mul_ps(sum_l2, sum_x), _mm256_mul_ps(sum_l, sum_xl)), d);
+        let pos = _mm256_cmp_ps::<_CMP_GT_OQ>(this_min, zero);
+        this_min = _mm256_blendv_ps(this_min, zero, pos);
+        this_scale = _mm256_blendv_ps(this_scale, _mm256_div_ps(sum_xl, sum_l2), pos);
+        let mut cur_error = zero;
+        for i in 0..32 {
+            let diff =
+                _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(this_scale, _mm256_cvtepi32_ps(laux[i])), this_min), xs[i]);
+            cur_error = _mm256_add_ps(cur_error, _mm256_mul_ps(ws[i], _mm256_mul_ps(diff, diff)));
+        }
+        let better = _mm256_andnot_ps(
+            flat,
+            _mm256_and_ps(_mm256_cmp_ps::<_CMP_GT_OQ>(d, zero), _mm256_cmp_ps::<_CMP_LT_OQ>(cur_error, best_error)),
+        );
+        let bi = _mm256_castps_si256(better);
+        for (b, &l) in best_l.iter_mut().zip(&laux) {
+            *b = _mm256_blendv_epi8(*b, l, bi);
+        }
+        best_error = _mm256_blendv_ps(best_error, cur_error, better);
+        scale = _mm256_blendv_ps(scale, this_scale, better);
+        min = _mm256_blendv_ps(min, this_min, better);
+    }
+    let fi = _mm256_castps_si256(flat);
+    for (o, &l) in l_out.iter_mut().zip(&best_l) {
+        let v = store8i(_mm256_andnot_si256(fi, l));
+        *o = std::array::from_fn(|k| v[k] as u8);
+    }
+    let scale = _mm256_andnot_ps(flat, scale);
+    let min = _mm256_blendv_ps(min, flat_min, flat);
+    (store8(scale), store8(_mm256_xor_ps(min, _mm256_set1_ps(-0.0))))
 }

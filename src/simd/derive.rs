@@ -261,15 +261,22 @@ fn quant(v: f32, top: u8) -> u8 {
 /// The derived bytes of whole groups of 32 elements (whole super-blocks of 256 for the
 /// K-quants) from element `e0` of the reference on (`out` holds a whole number of them): the kernel every instruction-set level compiles.
 #[inline(always)]
-pub fn derive_groups(kind: Kind, src: Src, reference: &[u8], e0: usize, out: &mut [u8]) {
+pub fn derive_groups(
+    kind: Kind,
+    src: Src,
+    reference: &[u8],
+    e0: usize,
+    out: &mut [u8],
+    search: &impl super::kquants::Search,
+) {
     let (bb, be) = kind.block();
     if be == 256 {
         for (g, o) in out.chunks_exact_mut(bb).enumerate() {
             let x = src.load::<256>(reference, e0 + 256 * g);
             match kind {
-                Kind::Q4K => super::kquants::q45_k(&x, 15, o),
-                Kind::Q5K => super::kquants::q45_k(&x, 31, o),
-                _ => super::kquants::q6_k(&x, o),
+                Kind::Q4K => super::kquants::q45_k(&x, 15, o, search),
+                Kind::Q5K => super::kquants::q45_k(&x, 31, o, search),
+                _ => super::kquants::q6_k(&x, o, search),
             }
         }
         return;

@@ -7,125 +7,199 @@
 
 /// ggml's `nearest_int`: round to nearest, ties to even, for `|x| < 2^22`.
 #[inline(always)]
-fn nearest_int(x: f32) -> i32 {
+pub fn nearest_int(x: f32) -> i32 {
     ((x + 12_582_912.0).to_bits() & 0x007f_ffff) as i32 - 0x0040_0000
 }
 
-/// `make_qx_quants(n, nmax, x, L, rmse_type = 1, NULL)`: a symmetric scale for `x` and the
-/// levels `L[i] + nmax`, searched over 19 candidates by the error weighted with `x^2`.
-fn make_qx_quants(nmax: i32, x: &[f32], l_out: &mut [i8]) -> f32 {
-    let (mut max, mut amax) = (0f32, 0f32);
-    for &v in x {
-        if v.abs() > amax {
-            amax = v.abs();
-            max = v;
+/// Eight sub-blocks side by side: `v[i][k]` is value `i` of sub-block `k`. Each lane runs the C
+/// code's operations in its order, and a lane's branches become selects, so every lane gives
+/// the C result (the AVX2 level runs the same searches in vectors, `simd/avx2.rs`).
+pub type Lanes<const N: usize> = [[f32; 8]; N];
+
+/// The inputs of `make_qkx2_quants` for eight sub-blocks of 32: their values, weights, the
+/// largest level and the search's start and number of steps.
+pub struct Qkx2<'a> {
+    pub nmax: i32,
+    pub x: &'a Lanes<32>,
+    pub w: &'a Lanes<32>,
+    pub rmin: f32,
+    pub nstep: i32,
+}
+
+/// The two scale searches of the K-quants, eight sub-blocks at a time, at one instruction-set
+/// level: `make_qx_quants` and `make_qkx2_quants` of this file (the scalar level) or their AVX2
+/// forms.
+pub trait Search {
+    fn qx(&self, nmax: i32, x: &Lanes<16>, l_out: &mut [[i8; 8]; 16]) -> [f32; 8];
+    fn qkx2(&self, p: &Qkx2, l_out: &mut [[u8; 8]; 32]) -> ([f32; 8], [f32; 8]);
+}
+
+/// The searches as written below.
+pub struct Scalar;
+
+impl Search for Scalar {
+    fn qx(&self, nmax: i32, x: &Lanes<16>, l_out: &mut [[i8; 8]; 16]) -> [f32; 8] {
+        make_qx_quants(nmax, x, l_out)
+    }
+    fn qkx2(&self, p: &Qkx2, l_out: &mut [[u8; 8]; 32]) -> ([f32; 8], [f32; 8]) {
+        make_qkx2_quants(p, l_out)
+    }
+}
+
+fn lanes<T: Copy + Default>(f: impl Fn(usize) -> T) -> [T; 8] {
+    std::array::from_fn(f)
+}
+
+/// `make_qx_quants(16, nmax, x, L, rmse_type = 1, NULL)` of eight sub-blocks: each one's
+/// symmetric scale and levels `L + nmax`, searched over 19 candidates by the error weighted with
+/// `x^2`.
+fn make_qx_quants(nmax: i32, x: &Lanes<16>, l_out: &mut [[i8; 8]; 16]) -> [f32; 8] {
+    let (mut max, mut amax) = ([0f32; 8], [0f32; 8]);
+    for xi in x {
+        for k in 0..8 {
+            let ax = xi[k].abs();
+            if ax > amax[k] {
+                amax[k] = ax;
+                max[k] = xi[k];
+            }
         }
     }
-    if amax < 1e-15 {
-        l_out.fill(0);
-        return 0.0;
-    }
     let level = |iscale: f32, v: f32| nearest_int(iscale * v).clamp(-nmax, nmax - 1);
-    let sums = |iscale: f32| {
-        let (mut sumlx, mut suml2) = (0f32, 0f32);
-        for &v in x {
-            let l = level(iscale, v) as f32;
-            let w = v * v;
-            sumlx += w * v * l;
-            suml2 += w * l * l;
+    let sums = |iscale: &[f32; 8]| {
+        let (mut sumlx, mut suml2) = ([0f32; 8], [0f32; 8]);
+        for xi in x {
+            for k in 0..8 {
+                let l = level(iscale[k], xi[k]) as f32;
+                let w = xi[k] * xi[k];
+                sumlx[k] += w * xi[k] * l;
+                suml2[k] += w * l * l;
+            }
         }
         (sumlx, suml2)
     };
-    let mut iscale = -(nmax as f32) / max;
-    for (o, &v) in l_out.iter_mut().zip(x) {
-        *o = (level(iscale, v) + nmax) as i8;
+    let mut iscale = lanes(|k| -(nmax as f32) / max[k]);
+    for (o, xi) in l_out.iter_mut().zip(x) {
+        for k in 0..8 {
+            o[k] = (level(iscale[k], xi[k]) + nmax) as i8;
+        }
     }
-    let (sumlx, suml2) = sums(iscale);
-    let mut scale = if suml2 != 0.0 { sumlx / suml2 } else { 0.0 };
-    let mut best = scale * sumlx;
-    for is in -9..=9 {
-        if is == 0 {
-            continue;
-        }
-        iscale = -(nmax as f32 + 0.1 * is as f32) / max;
-        let (sumlx, suml2) = sums(iscale);
-        if suml2 > 0.0 && sumlx * sumlx > best * suml2 {
-            for (o, &v) in l_out.iter_mut().zip(x) {
-                *o = (level(iscale, v) + nmax) as i8;
+    let (sumlx, suml2) = sums(&iscale);
+    let mut scale = lanes(|k| if suml2[k] != 0.0 { sumlx[k] / suml2[k] } else { 0.0 });
+    let mut best = lanes(|k| scale[k] * sumlx[k]);
+    for is in (-9..=9).filter(|&is| is != 0) {
+        iscale = lanes(|k| -(nmax as f32 + 0.1 * is as f32) / max[k]);
+        let (sumlx, suml2) = sums(&iscale);
+        let better = lanes(|k| suml2[k] > 0.0 && sumlx[k] * sumlx[k] > best[k] * suml2[k]);
+        for (o, xi) in l_out.iter_mut().zip(x) {
+            for k in 0..8 {
+                if better[k] {
+                    o[k] = (level(iscale[k], xi[k]) + nmax) as i8;
+                }
             }
-            scale = sumlx / suml2;
-            best = scale * sumlx;
         }
+        for k in 0..8 {
+            if better[k] {
+                scale[k] = sumlx[k] / suml2[k];
+                best[k] = scale[k] * sumlx[k];
+            }
+        }
+    }
+    // All zero: levels 0 and scale 0.
+    for k in (0..8).filter(|&k| amax[k] < 1e-15) {
+        l_out.iter_mut().for_each(|o| o[k] = 0);
+        scale[k] = 0.0;
     }
     scale
 }
 
-/// `make_qkx2_quants(32, nmax, x, weights, L, &the_min, Laux, rmin, rdelta, nstep, false)`: a
-/// scale and a min (returned negated, as ggml does) for `x` and its levels `0..=nmax`.
-fn make_qkx2_quants(nmax: i32, x: &[f32; 32], w: &[f32; 32], l_out: &mut [u8], rmin: f32, nstep: i32) -> (f32, f32) {
+/// `make_qkx2_quants(32, nmax, x, weights, L, &the_min, Laux, rmin, 0.1, nstep, false)` of eight
+/// sub-blocks: each one's scale and min (returned negated, as ggml does) and levels `0..=nmax`.
+fn make_qkx2_quants(p: &Qkx2, l_out: &mut [[u8; 8]; 32]) -> ([f32; 8], [f32; 8]) {
+    let Qkx2 { nmax, x, w, rmin, nstep } = *p;
     let (mut min, mut max) = (x[0], x[0]);
     let mut sum_w = w[0];
-    let mut sum_x = sum_w * x[0];
+    let mut sum_x = lanes(|k| sum_w[k] * x[0][k]);
     for i in 1..32 {
-        if x[i] < min {
-            min = x[i];
+        for k in 0..8 {
+            if x[i][k] < min[k] {
+                min[k] = x[i][k];
+            }
+            if x[i][k] > max[k] {
+                max[k] = x[i][k];
+            }
+            sum_w[k] += w[i][k];
+            sum_x[k] += w[i][k] * x[i][k];
         }
-        if x[i] > max {
-            max = x[i];
+    }
+    for m in &mut min {
+        if *m > 0.0 {
+            *m = 0.0;
         }
-        sum_w += w[i];
-        sum_x += w[i] * x[i];
     }
-    if min > 0.0 {
-        min = 0.0;
-    }
-    if max == min {
-        l_out.fill(0);
-        return (0.0, -min);
-    }
-    let mut iscale = nmax as f32 / (max - min);
-    let mut scale = 1.0 / iscale;
-    let mut best_error = 0f32;
+    let flat = lanes(|k| max[k] == min[k]);
+    let flat_min = min;
+    let mut iscale = lanes(|k| nmax as f32 / (max[k] - min[k]));
+    let mut scale = lanes(|k| 1.0 / iscale[k]);
+    let mut best_error = [0f32; 8];
     for i in 0..32 {
-        let l = nearest_int(iscale * (x[i] - min)).clamp(0, nmax);
-        l_out[i] = l as u8;
-        let diff = scale * l as f32 + min - x[i];
-        best_error += w[i] * (diff * diff);
+        for k in 0..8 {
+            let l = nearest_int(iscale[k] * (x[i][k] - min[k])).clamp(0, nmax);
+            l_out[i][k] = l as u8;
+            let diff = scale[k] * l as f32 + min[k] - x[i][k];
+            best_error[k] += w[i][k] * (diff * diff);
+        }
     }
-    let mut laux = [0u8; 32];
+    let mut laux = [[0u8; 8]; 32];
     for is in 0..=nstep {
-        iscale = (rmin + 0.1 * is as f32 + nmax as f32) / (max - min);
-        let (mut sum_l, mut sum_l2, mut sum_xl) = (0f32, 0f32, 0f32);
+        iscale = lanes(|k| (rmin + 0.1 * is as f32 + nmax as f32) / (max[k] - min[k]));
+        let (mut sum_l, mut sum_l2, mut sum_xl) = ([0f32; 8], [0f32; 8], [0f32; 8]);
         for i in 0..32 {
-            let l = nearest_int(iscale * (x[i] - min)).clamp(0, nmax);
-            laux[i] = l as u8;
-            let l = l as f32;
-            sum_l += w[i] * l;
-            sum_l2 += w[i] * l * l;
-            sum_xl += w[i] * l * x[i];
+            for k in 0..8 {
+                let l = nearest_int(iscale[k] * (x[i][k] - min[k])).clamp(0, nmax);
+                laux[i][k] = l as u8;
+                let l = l as f32;
+                sum_l[k] += w[i][k] * l;
+                sum_l2[k] += w[i][k] * l * l;
+                sum_xl[k] += w[i][k] * l * x[i][k];
+            }
         }
-        let d = sum_w * sum_l2 - sum_l * sum_l;
-        if d > 0.0 {
-            let mut this_scale = (sum_w * sum_xl - sum_x * sum_l) / d;
-            let mut this_min = (sum_l2 * sum_x - sum_l * sum_xl) / d;
-            if this_min > 0.0 {
-                this_min = 0.0;
-                this_scale = sum_xl / sum_l2;
+        let d = lanes(|k| sum_w[k] * sum_l2[k] - sum_l[k] * sum_l[k]);
+        let mut this_scale = lanes(|k| (sum_w[k] * sum_xl[k] - sum_x[k] * sum_l[k]) / d[k]);
+        let mut this_min = lanes(|k| (sum_l2[k] * sum_x[k] - sum_l[k] * sum_xl[k]) / d[k]);
+        for k in 0..8 {
+            if this_min[k] > 0.0 {
+                this_min[k] = 0.0;
+                this_scale[k] = sum_xl[k] / sum_l2[k];
             }
-            let mut cur_error = 0f32;
-            for i in 0..32 {
-                let diff = this_scale * laux[i] as f32 + this_min - x[i];
-                cur_error += w[i] * (diff * diff);
+        }
+        let mut cur_error = [0f32; 8];
+        for i in 0..32 {
+            for k in 0..8 {
+                let diff = this_scale[k] * laux[i][k] as f32 + this_min[k] - x[i][k];
+                cur_error[k] += w[i][k] * (diff * diff);
             }
-            if cur_error < best_error {
-                l_out.copy_from_slice(&laux);
-                best_error = cur_error;
-                scale = this_scale;
-                min = this_min;
+        }
+        let better = lanes(|k| !flat[k] && d[k] > 0.0 && cur_error[k] < best_error[k]);
+        for (o, a) in l_out.iter_mut().zip(&laux) {
+            for k in 0..8 {
+                if better[k] {
+                    o[k] = a[k];
+                }
+            }
+        }
+        for k in 0..8 {
+            if better[k] {
+                best_error[k] = cur_error[k];
+                scale[k] = this_scale[k];
+                min[k] = this_min[k];
             }
         }
     }
-    (scale, -min)
+    for k in (0..8).filter(|&k| flat[k]) {
+        l_out.iter_mut().for_each(|o| o[k] = 0);
+        (scale[k], min[k]) = (0.0, flat_min[k]);
+    }
+    (scale, lanes(|k| -min[k]))
 }
 
 /// ggml's `get_scale_min_k4`: sub-block `j`'s 6-bit scale and min from the 12 packed bytes.
@@ -146,20 +220,23 @@ fn from_f16(b: &[u8]) -> f32 {
 }
 
 /// One Q4_K (`nmax = 15`, 144 bytes) or Q5_K (`nmax = 31`, 176 bytes) super-block of `x`.
-pub fn q45_k(x: &[f32; 256], nmax: i32, out: &mut [u8]) {
+pub fn q45_k(x: &[f32; 256], nmax: i32, out: &mut [u8], search: &impl Search) {
     let (rmin, nstep) = if nmax == 15 { (-1.0, 20) } else { (-0.5, 15) };
-    let mut l = [0u8; 256];
-    let (mut scales, mut mins) = ([0f32; 8], [0f32; 8]);
+    // Sub-block j in lane j.
+    let xs: Lanes<32> = std::array::from_fn(|i| lanes(|j| x[32 * j + i]));
+    let mut sum_x2 = [0f32; 8];
+    for xi in &xs {
+        for k in 0..8 {
+            sum_x2[k] += xi[k] * xi[k];
+        }
+    }
+    let av_x = lanes(|k| (sum_x2[k] / 32.0).sqrt());
+    let w: Lanes<32> = std::array::from_fn(|i| lanes(|k| av_x[k] + xs[i][k].abs()));
+    let mut l8 = [[0u8; 8]; 32];
+    let (scales, mins) = search.qkx2(&Qkx2 { nmax, x: &xs, w: &w, rmin, nstep }, &mut l8);
+    let mut l: [u8; 256] = std::array::from_fn(|e| l8[e % 32][e / 32]);
     let (mut max_scale, mut max_min) = (0f32, 0f32);
     for j in 0..8 {
-        let xs: &[f32; 32] = x[32 * j..32 * j + 32].try_into().expect("32 values");
-        let mut sum_x2 = 0f32;
-        for &v in xs {
-            sum_x2 += v * v;
-        }
-        let av_x = (sum_x2 / 32.0).sqrt();
-        let w: [f32; 32] = std::array::from_fn(|i| av_x + xs[i].abs());
-        (scales[j], mins[j]) = make_qkx2_quants(nmax, xs, &w, &mut l[32 * j..32 * j + 32], rmin, nstep);
         if scales[j] > max_scale {
             max_scale = scales[j];
         }
@@ -225,15 +302,27 @@ pub fn q45_k(x: &[f32; 256], nmax: i32, out: &mut [u8]) {
 }
 
 /// One Q6_K super-block of `x` (210 bytes: `ql`, `qh`, the 16 scales, `d`).
-pub fn q6_k(x: &[f32; 256], out: &mut [u8]) {
-    let mut l = [0i8; 256];
+pub fn q6_k(x: &[f32; 256], out: &mut [u8], search: &impl Search) {
+    // Sub-blocks 0..8 in the lanes of one pass, 8..16 in those of another.
     let mut scales = [0f32; 16];
+    let mut l = [0i8; 256];
+    for half in 0..2 {
+        let xs: Lanes<16> = std::array::from_fn(|i| lanes(|k| x[16 * (8 * half + k) + i]));
+        let mut l8 = [[0i8; 8]; 16];
+        let s8 = search.qx(32, &xs, &mut l8);
+        for k in 0..8 {
+            let ib = 8 * half + k;
+            scales[ib] = s8[k];
+            for i in 0..16 {
+                l[16 * ib + i] = l8[i][k];
+            }
+        }
+    }
     let (mut max_scale, mut max_abs_scale) = (0f32, 0f32);
-    for ib in 0..16 {
-        scales[ib] = make_qx_quants(32, &x[16 * ib..16 * ib + 16], &mut l[16 * ib..16 * ib + 16]);
-        if scales[ib].abs() > max_abs_scale {
-            max_abs_scale = scales[ib].abs();
-            max_scale = scales[ib];
+    for &sc in &scales {
+        if sc.abs() > max_abs_scale {
+            max_abs_scale = sc.abs();
+            max_scale = sc;
         }
     }
     out.fill(0);

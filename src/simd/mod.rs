@@ -21,7 +21,7 @@
 #[cfg(target_arch = "x86_64")]
 pub mod avx2;
 pub mod derive;
-mod kquants;
+pub mod kquants;
 pub mod scalar;
 
 use derive::{Kind, Src};

@@ -164,5 +164,5 @@ pub fn nibble_blocks(vals: &[u8], body: &mut [u8], b: usize, qs: usize, qh: Opti
 
 /// [`super::derive()`] without vector extensions beyond the target's baseline.
 pub fn derive(kind: super::derive::Kind, src: super::derive::Src, reference: &[u8], e0: usize, out: &mut [u8]) {
-    super::derive::derive_groups(kind, src, reference, e0, out)
+    super::derive::derive_groups(kind, src, reference, e0, out, &super::kquants::Scalar)
 }
