@@ -1,6 +1,7 @@
 //! The field kernels of the decoder at every CPU level this machine has: bit unpacking into bytes
 //! and 16-bit words, the `fields` merge of bf16 words, and the two-byte-plane merge; and the
-//! XXH3-64 checksum of a 1 MiB chunk (`brevis::internals::hash`) against xxhash-rust's.
+//! XXH3-64 checksum of a 1 MiB chunk (`brevis::internals::hash`) against xxhash-rust's; and the
+//! derivations of `derive` (casts and ggml reference quantizers, K-quants included) from f32.
 
 use brevis::internals::coder::pack;
 use brevis::internals::simd::{self, Isa};
@@ -73,6 +74,29 @@ fn bench(c: &mut Criterion) {
         g.bench_function(BenchmarkId::new("xxh3_64", l.name()), |b| {
             b.iter(|| brevis::internals::hash::xxh3_64_at(l, &bytes))
         });
+    }
+    g.finish();
+    derivations(c, &w, &isas);
+}
+
+/// Each derivation of 2^16 f32 weights (a smooth spread of magnitudes), per level: values per
+/// second of the master.
+fn derivations(c: &mut Criterion, w: &[u16], isas: &[Isa]) {
+    use brevis::internals::simd::derive::{Kind, Src};
+    let n = 1 << 16;
+    let master: Vec<u8> =
+        w[..n].iter().flat_map(|&v| ((v as i16) as f32 / 2e5 * (1.0 + (v % 7) as f32)).to_le_bytes()).collect();
+    let mut g = c.benchmark_group("derive");
+    g.sample_size(10).measurement_time(Duration::from_secs(1)).warm_up_time(Duration::from_millis(200));
+    g.throughput(Throughput::Elements(n as u64));
+    for kind in [Kind::Bf16Rne, Kind::F16Rne, Kind::Q8_0, Kind::Q4_0, Kind::Q4K, Kind::Q5K, Kind::Q6K] {
+        let (bb, be) = kind.block();
+        let mut out = vec![0u8; n / be * bb];
+        for &l in isas {
+            g.bench_function(BenchmarkId::new(kind.name(), l.name()), |b| {
+                b.iter(|| simd::derive_at(l, kind, Src::F32, &master, 0, &mut out))
+            });
+        }
     }
     g.finish();
 }

@@ -562,14 +562,13 @@ impl<'a> Archive<'a> {
                     .unwrap_or_else(|| Error::corrupt("a tensor coded against a reference in an archive without one"))
             })?;
             let tr = te.reference.as_ref().ok_or_else(|| Error::corrupt("no reference tensor"))?;
-            let (_, bytes) =
+            let (span, bytes) =
                 r.tensor(&tr.name).ok_or_else(|| Error::invalid(format!("reference lacks {:?}", tr.name)))?;
             let wb = te.word_bytes() as usize;
             let start = c * te.chunk_elems as usize * wb;
             let len = te.chunks[c].elems as usize * wb;
             // Under `derive(k)` the program reads k of the reference tensor, predicted chunk by chunk.
             if let dsl::Op::Derive(d) = &te.program.op {
-                let (span, _) = r.tensor(&tr.name).expect("looked up above");
                 let elems =
                     d.kind.elems_of(te.nbytes).ok_or_else(|| Error::corrupt("derive: not a whole number of blocks"))?;
                 let part = dsl::ops::derive::predict(d.kind, &span.dtype, bytes, elems, start, len)?;

@@ -78,9 +78,7 @@ pub(crate) fn compress_source<W: Write + Seek + Send>(
         // A program that reads a derived reference says which derivation it reads.
         for (c, j) in chosen.iter_mut().zip(&jobs) {
             if let (Some(kind), true) = (j.derive, c.program.uses_reference()) {
-                let p =
-                    std::mem::replace(&mut c.program, Node::leaf(dsl::Op::Const(dsl::ops::gen::Const { value: 0 })));
-                c.program = Node::new(dsl::Op::Derive(dsl::ops::derive::Derive { kind }), vec![p]);
+                c.program = Node::new(dsl::Op::Derive(dsl::ops::derive::Derive { kind }), vec![c.program.clone()]);
             }
         }
         lap(2);

@@ -227,18 +227,30 @@ pub(crate) fn derivations(input: Source, refs: Option<&Reference>, memory_limit:
     Ok(Derived(found.into_iter().flatten().collect()))
 }
 
-/// The bytes of `input`'s tensors that reference `r` predicts: a tensor of the same name and
+/// What matching against a reference needs of it, made once for every file matched against it
+/// ([`coverage`]).
+pub(crate) struct RefIndex<'r> {
+    floats: Floats<'r>,
+    content: HashMap<(u64, u128), String>,
+}
+
+impl<'r> RefIndex<'r> {
+    pub fn new(r: &'r Reference<'r>) -> RefIndex<'r> {
+        RefIndex { floats: Floats::new(r), content: r.content_index() }
+    }
+}
+
+/// The bytes of `input`'s tensors that a reference predicts: a tensor of the same name and
 /// layout or of the same content (matched as [`plan`] matches), or a derivation of one.
-pub(crate) fn coverage(input: Source, r: &Reference, memory_limit: u64) -> Result<u64> {
+pub(crate) fn coverage(input: Source, index: &RefIndex, memory_limit: u64) -> Result<u64> {
     use rayon::prelude::*;
     let spans = layout_of(input, memory_limit)?.spans;
-    let floats = Floats::new(r);
-    let content = r.content_index();
+    let r = index.floats.r;
     spans
         .par_iter()
         .map(|s| -> Result<u64> {
             let bytes = input.range(s.start, s.end)?;
-            let hit = matching(r, &content, s, bytes)?.is_some() || floats.best(input, s)?.is_some();
+            let hit = matching(r, &index.content, s, bytes)?.is_some() || index.floats.best(input, s)?.is_some();
             Ok(if hit { s.len() } else { 0 })
         })
         .sum()

@@ -284,19 +284,22 @@ pub fn derive_groups(
     let group = bb * 32 / be;
     for (g, o) in out.chunks_exact_mut(group).enumerate() {
         let x = src.load::<32>(reference, e0 + 32 * g);
-        match kind {
-            Kind::Bf16Rne => {
-                o.chunks_exact_mut(2).zip(&x).for_each(|(o, &v)| o.copy_from_slice(&bf16_rne(v).to_le_bytes()))
-            }
-            Kind::Bf16Trunc => o
-                .chunks_exact_mut(2)
-                .zip(&x)
-                .for_each(|(o, &v)| o.copy_from_slice(&((v.to_bits() >> 16) as u16).to_le_bytes())),
-            Kind::F16Rne => {
-                o.chunks_exact_mut(2).zip(&x).for_each(|(o, &v)| o.copy_from_slice(&f16_rne(v).to_le_bytes()))
-            }
-            Kind::F32 => o.chunks_exact_mut(4).zip(&x).for_each(|(o, &v)| o.copy_from_slice(&v.to_le_bytes())),
-            _ => quantize_block(kind, &x, o),
+        if be == 1 {
+            o.chunks_exact_mut(bb).zip(&x).for_each(|(o, &v)| cast(kind, v, o));
+        } else {
+            quantize_block(kind, &x, o);
         }
+    }
+}
+
+/// One value of a cast (`bf16`, `bf16_trunc`, `f16`, `f32`) into its bytes `o`.
+#[inline(always)]
+pub fn cast(kind: Kind, v: f32, o: &mut [u8]) {
+    match kind {
+        Kind::Bf16Rne => o.copy_from_slice(&bf16_rne(v).to_le_bytes()),
+        Kind::Bf16Trunc => o.copy_from_slice(&((v.to_bits() >> 16) as u16).to_le_bytes()),
+        Kind::F16Rne => o.copy_from_slice(&f16_rne(v).to_le_bytes()),
+        Kind::F32 => o.copy_from_slice(&v.to_le_bytes()),
+        _ => unreachable!("{kind:?} is not a cast"),
     }
 }

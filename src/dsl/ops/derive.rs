@@ -15,7 +15,7 @@
 //! `gguf` Python package reproduces bit for bit): one f32 scale per block of 32, rounded to fp16.
 
 use super::prelude::*;
-use crate::simd::derive::{bf16_rne, f16_rne};
+use crate::simd::derive::cast;
 pub use crate::simd::derive::{Kind, Src};
 use crate::tensor::DType;
 
@@ -181,15 +181,9 @@ pub fn predict(kind: Kind, dtype: &DType, reference: &[u8], elems: u64, start: u
     let whole = (b1 - b0) * be / 32 * 32 / be * bb;
     crate::simd::derive(kind, src, reference, b0 * be, &mut out[..whole]);
     let e1 = b0 * be + whole / bb * be;
+    // (Only casts have a tail: quantization blocks are whole groups.)
     for (i, o) in (e1..).zip(out[whole..].chunks_exact_mut(bb)) {
-        let v = src.at(reference, i);
-        match kind {
-            Kind::Bf16Rne => o.copy_from_slice(&bf16_rne(v).to_le_bytes()),
-            Kind::Bf16Trunc => o.copy_from_slice(&((v.to_bits() >> 16) as u16).to_le_bytes()),
-            Kind::F16Rne => o.copy_from_slice(&f16_rne(v).to_le_bytes()),
-            Kind::F32 => o.copy_from_slice(&v.to_le_bytes()),
-            _ => unreachable!("quantization blocks are whole groups"),
-        }
+        cast(kind, src.at(reference, i), o);
     }
     out.drain(..start - b0 * bb);
     out.truncate(len);
@@ -199,7 +193,7 @@ pub fn predict(kind: Kind, dtype: &DType, reference: &[u8], elems: u64, start: u
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::simd::derive::f16_to_f32;
+    use crate::simd::derive::{f16_rne, f16_to_f32};
 
     fn f32_bytes(v: &[f32]) -> Vec<u8> {
         v.iter().flat_map(|x| x.to_le_bytes()).collect()
