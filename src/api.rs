@@ -1,10 +1,11 @@
 //! The library's entry points: compress and decompress whole files, in memory or between files,
 //! with or without a reference checkpoint.
 
-use crate::archive::{load_reference, Archive};
+use crate::archive::{load_reference, load_reference_file, Archive};
 use crate::compress::{self, compress_in_memory, compress_source, ProgramOverride};
 use crate::error::{Error, Result};
 use crate::options::{DecodeOptions, Options};
+use crate::reference::Reference;
 use crate::source::Source;
 use crate::synth::Prior;
 use crate::work::pool;
@@ -41,8 +42,31 @@ pub fn family_references(files: &[&[u8]], opts: &Options) -> Result<Vec<Option<u
 /// caller makes it durable (fsync) and atomic (a temporary file renamed into place). Returns
 /// the archive's length. The input must not change while it is read.
 pub fn compress_file(input: &std::fs::File, output: &mut std::fs::File, opts: &Options) -> Result<u64> {
+    compress_file_against(input, output, None, opts)
+}
+
+/// [`compress_file`] against a reference file (as [`compress_with_ref`]), both read in windows:
+/// memory stays bounded as without a reference, whatever the two files' sizes (a reference that
+/// is a Brevis archive is first decoded into an anonymous temporary file). The archive is
+/// byte-identical to what [`compress_with_ref`] makes of the same bytes.
+pub fn compress_file_with_ref(
+    input: &std::fs::File,
+    output: &mut std::fs::File,
+    reference: &std::fs::File,
+    opts: &Options,
+) -> Result<u64> {
+    let r = load_reference_file(reference, opts.memory_limit)?;
+    compress_file_against(input, output, Some(&r), opts)
+}
+
+fn compress_file_against(
+    input: &std::fs::File,
+    output: &mut std::fs::File,
+    reference: Option<&Reference>,
+    opts: &Options,
+) -> Result<u64> {
     let src = Source::file(input)?;
-    let len = pool(opts.threads)?.install(|| compress_source(src, &opts.clamped(), None, None, output))?;
+    let len = pool(opts.threads)?.install(|| compress_source(src, &opts.clamped(), None, reference, output))?;
     output.set_len(len)?;
     if input.metadata()?.len() != src.len() {
         return Err(Error::invalid("the input file changed size while it was compressed"));
@@ -105,5 +129,18 @@ pub fn decompress_with_ref(archive: &[u8], reference: &[u8], opts: &DecodeOption
 /// [`Archive::file_meta`] and decode with [`Archive::decompress_to`].
 pub fn decompress_file(archive: &std::fs::File, output: &mut dyn std::io::Write, opts: &DecodeOptions) -> Result<u64> {
     let a = Archive::open_file(archive, opts.memory_limit)?;
+    a.decompress_to(output, opts)
+}
+
+/// [`decompress_file`] of an archive made against a reference, given as a file that is read in
+/// windows as the chunks need it: memory stays bounded as without a reference.
+pub fn decompress_file_with_ref(
+    archive: &std::fs::File,
+    output: &mut dyn std::io::Write,
+    reference: &std::fs::File,
+    opts: &DecodeOptions,
+) -> Result<u64> {
+    let mut a = Archive::open_file(archive, opts.memory_limit)?;
+    a.set_reference_file(reference)?;
     a.decompress_to(output, opts)
 }

@@ -72,12 +72,26 @@ pub struct TensorReference<'a> {
 /// Brevis archive of one, decoded here.
 pub(crate) fn load_reference(file: &[u8]) -> Result<Reference<'_>> {
     if !file.starts_with(&container::MAGIC) {
-        return Ok(Reference::new(std::borrow::Cow::Borrowed(file)));
+        return Reference::new(std::borrow::Cow::Borrowed(file));
     }
     let original = Archive::open(file)
         .and_then(|a| a.decompress(&DecodeOptions::default()))
         .map_err(|e| Error::invalid(format!("reference archive: {e}")))?;
-    Ok(Reference::new(std::borrow::Cow::Owned(original)))
+    Reference::new(std::borrow::Cow::Owned(original))
+}
+
+/// [`load_reference`] of a file, read in windows within `memory_limit`: a Brevis archive is
+/// decoded into an anonymous temporary file first.
+pub(crate) fn load_reference_file(file: &std::fs::File, memory_limit: u64) -> Result<Reference<'_>> {
+    let src = Source::file(file)?;
+    if src.len() < container::MAGIC.len() as u64 || *src.read(0, container::MAGIC.len())? != container::MAGIC[..] {
+        return Reference::from_source(src, memory_limit);
+    }
+    let archive_error = |e: Error| Error::invalid(format!("reference archive: {e}"));
+    let a = Archive::open_file(file, memory_limit).map_err(archive_error)?;
+    let tmp = tempfile::tempfile()?;
+    a.decompress_to_file(&tmp, &DecodeOptions::default().with_memory_limit(memory_limit)).map_err(archive_error)?;
+    Reference::from_owned_file(tmp, memory_limit)
 }
 
 /// A piece of the original file, in file order: a span of the residue or one chunk.
@@ -157,6 +171,12 @@ impl<'a> Archive<'a> {
     /// archive expects.
     pub fn set_reference(&mut self, reference: &'a [u8]) -> Result<()> {
         self.set_loaded_reference(load_reference(reference)?)
+    }
+
+    /// [`Archive::set_reference`] of a reference file, read in windows as chunks need it (within
+    /// the archive's memory limit, whatever the reference's size).
+    pub fn set_reference_file(&mut self, reference: &'a std::fs::File) -> Result<()> {
+        self.set_loaded_reference(load_reference_file(reference, self.memory_limit)?)
     }
 
     /// [`Archive::set_reference`] of a reference already loaded.
@@ -574,8 +594,10 @@ impl<'a> Archive<'a> {
                 let part = dsl::ops::derive::predict(d.kind, &span.dtype, bytes, elems, start, len)?;
                 return dsl::Stream::from_le_bytes(dsl::Ty::u(te.word_bits), &part);
             }
-            let part = bytes.get(start..start + len).ok_or_else(|| Error::invalid("reference tensor too short"))?;
-            dsl::Stream::from_le_bytes(dsl::Ty::u(te.word_bits), part)
+            if start + len > bytes.len() {
+                return Err(Error::invalid("reference tensor too short"));
+            }
+            bytes.with_read(start, start + len, |part| dsl::Stream::from_le_bytes(dsl::Ty::u(te.word_bits), part))?
         };
         container::decode_chunk(self.bytes, &self.index, t, c, buf, Some(&refs))
     }

@@ -29,14 +29,17 @@ pub fn references(files: &[&[u8]], memory_limit: u64) -> Result<Vec<Option<usize
     let prec: Vec<(u64, f64)> = files.iter().map(|f| precision(f)).collect();
     let mut order: Vec<usize> = (0..files.len()).filter(|&i| prec[i].0 > 0).collect();
     order.sort_by(|&a, &b| prec[b].1.total_cmp(&prec[a].1).then(prec[b].0.cmp(&prec[a].0)).then(a.cmp(&b)));
-    let refs: Vec<Reference> = files.iter().map(|f| Reference::new(Cow::Borrowed(f))).collect();
+    let refs: Vec<Reference> = files.iter().map(|f| Reference::new(Cow::Borrowed(f))).collect::<Result<_>>()?;
     // Built when a file is first a candidate reference, then reused.
     let mut index: Vec<Option<plan::RefIndex>> = (0..files.len()).map(|_| None).collect();
     let mut chosen = vec![None; files.len()];
     for (p, &i) in order.iter().enumerate() {
         let mut best: Option<(u64, usize)> = None;
         for &j in &order[..p] {
-            let ix = index[j].get_or_insert_with(|| plan::RefIndex::new(&refs[j]));
+            if index[j].is_none() {
+                index[j] = Some(plan::RefIndex::new(&refs[j])?);
+            }
+            let ix = index[j].as_ref().expect("made above");
             let covered = plan::coverage(Source::Memory(files[i]), ix, memory_limit)?;
             if 4 * covered >= prec[i].0 && best.is_none_or(|(c, _)| covered > c) {
                 best = Some((covered, j));

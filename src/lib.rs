@@ -60,8 +60,8 @@ mod tensor;
 pub mod internals;
 
 pub use api::{
-    compress, compress_file, compress_with_ref, decompress, decompress_file, decompress_with, decompress_with_ref,
-    family_references, learn_prior,
+    compress, compress_file, compress_file_with_ref, compress_with_ref, decompress, decompress_file,
+    decompress_file_with_ref, decompress_with, decompress_with_ref, family_references, learn_prior,
 };
 pub use archive::{Archive, GgufTensor, GgufView, TensorInfo, TensorReference};
 pub use container::FileRef;

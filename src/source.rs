@@ -6,11 +6,21 @@ use crate::error::{Error, Result};
 use std::borrow::Cow;
 use std::fs::File;
 
-/// A whole input: memory, or an open file of a known length.
+/// A whole input: memory, an open file of a known length, or bytes computed as they are read.
 #[derive(Clone, Copy, Debug)]
 pub enum Source<'a> {
     Memory(&'a [u8]),
     File { file: &'a File, len: u64 },
+    Computed(&'a dyn Computed),
+}
+
+/// Bytes that are computed when read rather than stored (the prediction a derivation of a
+/// reference tensor makes, `compress::plan`): any range of them, at any time, from any thread.
+pub trait Computed: Sync + std::fmt::Debug {
+    /// How many bytes there are.
+    fn len(&self) -> u64;
+    /// Bytes `[start, start + len)` (within [`Computed::len`]).
+    fn compute(&self, start: u64, len: usize) -> Result<Vec<u8>>;
 }
 
 impl<'a> Source<'a> {
@@ -23,6 +33,7 @@ impl<'a> Source<'a> {
         match self {
             Source::Memory(b) => b.len() as u64,
             Source::File { len, .. } => *len,
+            Source::Computed(c) => c.len(),
         }
     }
 
@@ -52,7 +63,7 @@ impl<'a> Source<'a> {
             static BUF: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
         }
         match *self {
-            Source::Memory(_) => Ok(f(&self.read(start, len)?)),
+            Source::Memory(_) | Source::Computed(_) => Ok(f(&self.read(start, len)?)),
             Source::File { file, .. } => {
                 self.check(start, len)?;
                 let mut buf = BUF.take();
@@ -80,6 +91,7 @@ impl<'a> Source<'a> {
         match *self {
             Source::Memory(b) => Ok(Cow::Borrowed(&b[start as usize..start as usize + len])),
             Source::File { file, .. } => Ok(Cow::Owned(read_new(file, start, len).map_err(read_error)?)),
+            Source::Computed(c) => Ok(Cow::Owned(c.compute(start, len)?)),
         }
     }
 }

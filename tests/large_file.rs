@@ -3,8 +3,10 @@
 //! `brevis_decompress_file` on the same files with `BREVIS_OPTION_MEMORY_LIMIT` 64M and
 //! `BREVIS_OPTION_THREADS` 2, each run as a child whose peak RSS is read from `wait4` (mapped
 //! file pages count in it, so the input must be read in windows); the round trips are compared
-//! by streaming hashes. Also: the streaming library path writes exactly the archive the
-//! in-memory path writes, whatever the thread count.
+//! by streaming hashes. The same against a reference (`--ref`): a master and its BF16 cast under
+//! other names, each larger than the limit, coded and restored under it. Also: the streaming
+//! library path writes exactly the archive the in-memory path writes, whatever the thread count,
+//! with or without a reference.
 #![cfg(target_os = "linux")]
 
 mod support;
@@ -223,6 +225,92 @@ fn c_file_functions_stream_under_the_limit(dir: &Path, input: &Path) {
     assert!(!names.iter().any(|n| n.starts_with(".brevis-")), "a temporary file was left: {names:?}");
 }
 
+/// Master tensors of the reference pair: (name, element count). The variant holds the first
+/// ones cast to BF16 and the last one as it is, all under GGUF-style names.
+const MASTER: [(&str, u64); 4] =
+    [("l.0.q.weight", 8 * MIB), ("l.0.up.weight", 16 * MIB), ("l.1.q.weight", 8 * MIB), ("l.1.o.weight", 4 * MIB)];
+
+/// Writes the master (F32) or the variant (BF16 casts, round to nearest even, and the last
+/// tensor as it is) of the reference pair, in pieces of at most 4 MiB; returns its size.
+fn generate_pair_file(path: &Path, variant: bool) -> u64 {
+    let dtype = |i: usize| if variant && i + 1 < MASTER.len() { ("BF16", 2) } else { ("F32", 4) };
+    let mut entries = Vec::new();
+    let mut off = 0;
+    for (i, (name, n)) in MASTER.iter().enumerate() {
+        let (d, w) = dtype(i);
+        let name = if variant { format!("blk.{i}.weight") } else { name.to_string() };
+        entries.push(entry(&name, d, &[*n], (off, off + n * w)));
+        off += n * w;
+    }
+    let header = header_json(&entries, None);
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    f.write_all(&(header.len() as u64).to_le_bytes()).unwrap();
+    f.write_all(header.as_bytes()).unwrap();
+    for (i, (_, n)) in MASTER.iter().enumerate() {
+        let mut rng = Rng(40 + i as u64);
+        let mut done = 0;
+        while done < *n {
+            let m = MIB.min(n - done);
+            let mut buf = Vec::with_capacity((m * 4) as usize);
+            for _ in 0..m {
+                let x = rng.normal(0.02) as f32;
+                match dtype(i) {
+                    ("BF16", _) => buf.extend_from_slice(&half::bf16::from_f32(x).to_bits().to_le_bytes()),
+                    _ => buf.extend_from_slice(&x.to_le_bytes()),
+                }
+            }
+            f.write_all(&buf).unwrap();
+            done += m;
+        }
+    }
+    f.flush().unwrap();
+    std::fs::metadata(path).unwrap().len()
+}
+
+#[test]
+fn a_pair_larger_than_the_memory_limit_round_trips_against_its_reference_under_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let master = generate_pair_file(&dir.path().join("master.safetensors"), false);
+    let variant = generate_pair_file(&dir.path().join("v.safetensors"), true);
+    assert!(master > LIMIT && variant > LIMIT, "{master} {variant}");
+    let base = ["-q", "-T", "2", "--memory-limit", "64M", "--ref", "master.safetensors"];
+    let rss_c = run_cli(dir.path(), &[&["compress"], &base[..], &["v.safetensors", "-o", "v.brv"]].concat());
+    let rss_d = run_cli(dir.path(), &[&["decompress"], &base[..], &["v.brv", "-o", "v.back"]].concat());
+    let archive = std::fs::metadata(dir.path().join("v.brv")).unwrap().len();
+    eprintln!(
+        "reference pair: {:.1} MiB against {:.1} MiB -> {archive} B; compress peak RSS {:.1} MiB, decompress {:.1} MiB",
+        mib(variant),
+        mib(master),
+        mib(rss_c),
+        mib(rss_d)
+    );
+    assert_eq!(file_hash(&dir.path().join("v.back")), file_hash(&dir.path().join("v.safetensors")));
+    assert!(rss_c < LIMIT, "compress against a reference: peak RSS {rss_c} bytes");
+    assert!(rss_d < LIMIT, "decompress against a reference: peak RSS {rss_d} bytes");
+    // Every tensor was found under its other name: the casts predicted, the copy copied.
+    assert!(archive < variant / 100, "{archive} of {variant}");
+    // The reference may also be given as its archive (decoded into a temporary file).
+    run_cli(dir.path(), &["compress", "-q", "-T", "2", "--memory-limit", "64M", "master.safetensors"]);
+    let rss_a = run_cli(
+        dir.path(),
+        &[
+            "decompress",
+            "-q",
+            "-T",
+            "2",
+            "--memory-limit",
+            "64M",
+            "--ref",
+            "master.safetensors.brv",
+            "v.brv",
+            "-o",
+            "v.back2",
+        ],
+    );
+    assert_eq!(file_hash(&dir.path().join("v.back2")), file_hash(&dir.path().join("v.safetensors")));
+    assert!(rss_a < LIMIT, "decompress against a reference archive: peak RSS {rss_a} bytes");
+}
+
 /// Files that exercise every path of the streaming writer: tensors of every width, generators,
 /// copies, gaps, trailing data, non-safetensors bytes, and chunk sizes that split tensors.
 fn varied_files() -> Vec<Vec<u8>> {
@@ -273,6 +361,43 @@ fn the_streaming_writer_makes_the_in_memory_archive() {
             assert_eq!(brevis::decompress_file(&archive, &mut back, &dopts).unwrap(), data.len() as u64);
             assert!(back == *data, "file {k}: round trip differs");
         }
+    }
+}
+
+#[test]
+fn the_streaming_writer_against_a_reference_makes_the_in_memory_archive() {
+    let mut rng = Rng(12);
+    let w: Vec<f32> = (0..20_000).map(|_| rng.normal(0.05) as f32).collect();
+    let f32s = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    let bf16s = |v: &[f32]| v.iter().flat_map(|x| half::bf16::from_f32(*x).to_bits().to_le_bytes()).collect();
+    let reference =
+        file(&[tensor("a", "F32", &[20_000], f32s(&w)), tensor("b", "F32", &[9_000], f32s(&w[..9_000]))], None);
+    let mut cast = w.clone();
+    cast[77] += 0.125; // a miss, coded by xorref under derive
+    let input =
+        file(&[tensor("x", "BF16", &[20_000], bf16s(&cast)), tensor("y", "F32", &[9_000], f32s(&w[..9_000]))], None);
+    let dir = tempfile::tempdir().unwrap();
+    let (in_path, ref_path, out_path) = (dir.path().join("in"), dir.path().join("ref"), dir.path().join("out"));
+    std::fs::write(&in_path, &input).unwrap();
+    std::fs::write(&ref_path, &reference).unwrap();
+    for (chunk_bytes, threads) in [(1 << 20, 1), (4096, 3), (1000, 2)] {
+        let opts = brevis::Options::default().with_chunk_bytes(chunk_bytes).with_threads(threads);
+        let want = brevis::compress_with_ref(&input, &reference, &opts).unwrap();
+        let mut out = std::fs::File::create(&out_path).unwrap();
+        let (i, r) = (std::fs::File::open(&in_path).unwrap(), std::fs::File::open(&ref_path).unwrap());
+        let len = brevis::compress_file_with_ref(&i, &mut out, &r, &opts.clone().with_memory_limit(20_000)).unwrap();
+        let got = std::fs::read(&out_path).unwrap();
+        assert_eq!(len, got.len() as u64);
+        assert!(got == want, "chunk {chunk_bytes}, threads {threads}: archives differ");
+        assert!(got.len() < input.len() / 10, "{} of {}", got.len(), input.len());
+        let mut back = Vec::new();
+        let dopts = brevis::DecodeOptions::default().with_threads(threads).with_memory_limit(1 << 20);
+        let a = std::fs::File::open(&out_path).unwrap();
+        brevis::decompress_file_with_ref(&a, &mut back, &r, &dopts).unwrap();
+        assert!(back == input, "chunk {chunk_bytes}: round trip differs");
+        // Another reference is an error that names the one expected.
+        let e = brevis::decompress_file_with_ref(&a, &mut Vec::new(), &i, &dopts).unwrap_err();
+        assert!(e.to_string().contains("wrong reference"), "{e}");
     }
 }
 

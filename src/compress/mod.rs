@@ -116,7 +116,7 @@ pub(crate) fn compress_in_memory(
         // Imposed programs are not checked by the chooser (generators, copies): decode to prove them.
         let back = Archive::open(&out).and_then(|mut a| {
             if let Some(r) = refs {
-                a.set_loaded_reference(Reference::new(std::borrow::Cow::Borrowed(r.original())))?;
+                a.set_loaded_reference(r.borrowed())?;
             }
             a.decompress(&DecodeOptions::default())
         });
@@ -426,7 +426,7 @@ fn index(
                 name: name.clone(),
                 // A derived reference is identified by the reference tensor it is derived from.
                 hash: match (j.derive, refs.and_then(|r| r.tensor(name))) {
-                    (Some(_), Some((_, raw))) => xxh3_64(raw),
+                    (Some(_), Some((_, raw))) => hash::xxh3_64_of(&raw, source::WINDOW)?,
                     _ => hash::xxh3_64_of(rb, source::WINDOW)?,
                 },
                 standalone_estimate: c.standalone_estimate,

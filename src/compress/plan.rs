@@ -3,11 +3,11 @@
 //! file when it is neither) become byte-stream jobs.
 
 use crate::dsl::ops::derive::{self, Kind};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::reference::Reference;
 use crate::source::{self, Bytes, Source};
 use crate::synth::TensorView;
-use crate::tensor::{gguf, safetensors, DType};
+use crate::tensor::{self, safetensors, DType};
 use std::collections::HashMap;
 
 /// Gaps between tensors and trailing data up to this size stay in the residue (kept in the
@@ -75,11 +75,11 @@ impl<'a> Job<'a> {
 pub(crate) fn plan<'a>(
     input: Source<'a>,
     refs: Option<&'a Reference>,
-    derived: &'a Derived,
+    derived: &'a Derived<'a>,
     memory_limit: u64,
 ) -> Result<Vec<Job<'a>>> {
     let Layout { spans, header_end, from_header } = layout_of(input, memory_limit)?;
-    let content = refs.map(|r| r.content_index());
+    let content = refs.map(|r| r.content_index()).transpose()?;
     let mut jobs: Vec<Job> = Vec::with_capacity(spans.len() + 1);
     // Bytes outside tensors go to the residue, except long gaps and trailing data (or a whole
     // file that is not safetensors), which are coded as byte streams.
@@ -97,7 +97,7 @@ pub(crate) fn plan<'a>(
         gap(&mut jobs, pos, s.start)?;
         let bytes = input.range(s.start, s.end)?;
         let (reference, derive) = match (refs, &content, derived.0.get(&s.name)) {
-            (Some(_), _, Some(d)) => (Some((d.name.clone(), Bytes::from(&d.bytes))), Some(d.kind)),
+            (Some(_), _, Some(d)) => (Some((d.name.clone(), Source::Computed(d).all()?)), Some(d.kind)),
             (Some(r), Some(content), None) => (matching(r, content, s, bytes)?, None),
             _ => (None, None),
         };
@@ -129,25 +129,41 @@ fn matching<'a>(
     let by_name = r
         .tensor(&s.name)
         .filter(|(rs, _)| rs.len() == s.len() && rs.word_bits() == s.word_bits())
-        .map(|(_, b)| (s.name.clone(), Bytes::from(b)));
+        .map(|(_, b)| (s.name.clone(), b));
     if by_name.is_some() {
         return Ok(by_name);
     }
     Ok(content
         .get(&(s.len(), bytes.xxh3_128(source::WINDOW)?))
-        .and_then(|name| r.tensor(name).map(|(_, b)| (name.clone(), Bytes::from(b)))))
+        .and_then(|name| r.tensor(name).map(|(_, b)| (name.clone(), b))))
 }
 
 /// Tensors of the input predicted by a derivation of a reference tensor, by name.
 #[derive(Default)]
-pub(crate) struct Derived(HashMap<String, DerivedTensor>);
+pub(crate) struct Derived<'r>(HashMap<String, DerivedTensor<'r>>);
 
-pub(crate) struct DerivedTensor {
-    /// The reference tensor.
+/// The prediction of a tensor by `kind` of a reference tensor, as long as the tensor: computed
+/// range by range as it is read (a chunk, the search's samples), from the reference's bytes.
+#[derive(Debug)]
+pub(crate) struct DerivedTensor<'r> {
+    /// The reference tensor: its name, dtype and bytes.
     name: String,
+    dtype: DType,
+    reference: Bytes<'r>,
     kind: Kind,
-    /// The prediction: `kind` of the reference tensor, as long as the input tensor.
-    bytes: Vec<u8>,
+    /// The tensor's elements and bytes.
+    elems: u64,
+    len: u64,
+}
+
+impl source::Computed for DerivedTensor<'_> {
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn compute(&self, start: u64, len: usize) -> Result<Vec<u8>> {
+        derive::predict(self.kind, &self.dtype, self.reference, self.elems, start as usize, len)
+    }
 }
 
 /// Bytes of each input tensor compared with a candidate derivation's prediction.
@@ -156,7 +172,7 @@ const DERIVE_SAMPLE: usize = 16 << 10;
 /// The float tensors of a reference that derivations may read, by element count.
 struct Floats<'r> {
     r: &'r Reference<'r>,
-    by_elems: HashMap<u64, Vec<(&'r safetensors::TensorSpan, &'r [u8])>>,
+    by_elems: HashMap<u64, Vec<(&'r safetensors::TensorSpan, Bytes<'r>)>>,
 }
 
 impl<'r> Floats<'r> {
@@ -178,8 +194,8 @@ impl<'r> Floats<'r> {
         &self,
         input: Source,
         s: &safetensors::TensorSpan,
-    ) -> Result<Option<(Kind, &'r safetensors::TensorSpan, &'r [u8])>> {
-        let mut best: Option<(usize, Kind, &safetensors::TensorSpan, &[u8])> = None;
+    ) -> Result<Option<(Kind, &'r safetensors::TensorSpan, Bytes<'r>)>> {
+        let mut best: Option<(usize, Kind, &safetensors::TensorSpan, Bytes)> = None;
         let named = self.r.tensor(&s.name);
         let n = (s.len() as usize).min(DERIVE_SAMPLE);
         let mut sample = None;
@@ -209,8 +225,8 @@ impl<'r> Floats<'r> {
 }
 
 /// For each tensor of `input` that a derivation of a reference tensor predicts (a cast or a
-/// quantization of it, `derive`), the best such prediction ([`Floats::best`]), made whole.
-pub(crate) fn derivations(input: Source, refs: Option<&Reference>, memory_limit: u64) -> Result<Derived> {
+/// quantization of it, `derive`), the best such prediction ([`Floats::best`]).
+pub(crate) fn derivations<'r>(input: Source, refs: Option<&'r Reference>, memory_limit: u64) -> Result<Derived<'r>> {
     use rayon::prelude::*;
     let Some(r) = refs else { return Ok(Derived::default()) };
     let spans = layout_of(input, memory_limit)?.spans;
@@ -220,8 +236,8 @@ pub(crate) fn derivations(input: Source, refs: Option<&Reference>, memory_limit:
         .map(|s| -> Result<_> {
             let Some((kind, rs, rb)) = floats.best(input, s)? else { return Ok(None) };
             let elems = kind.elems_of(s.len()).unwrap_or(0);
-            let bytes = derive::predict(kind, &rs.dtype, rb, elems, 0, s.len() as usize)?;
-            Ok(Some((s.name.clone(), DerivedTensor { name: rs.name.clone(), kind, bytes })))
+            let (name, dtype) = (rs.name.clone(), rs.dtype.clone());
+            Ok(Some((s.name.clone(), DerivedTensor { name, dtype, reference: rb, kind, elems, len: s.len() })))
         })
         .collect::<Result<_>>()?;
     Ok(Derived(found.into_iter().flatten().collect()))
@@ -235,8 +251,8 @@ pub(crate) struct RefIndex<'r> {
 }
 
 impl<'r> RefIndex<'r> {
-    pub fn new(r: &'r Reference<'r>) -> RefIndex<'r> {
-        RefIndex { floats: Floats::new(r), content: r.content_index() }
+    pub fn new(r: &'r Reference<'r>) -> Result<RefIndex<'r>> {
+        Ok(RefIndex { floats: Floats::new(r), content: r.content_index()? })
     }
 }
 
@@ -269,53 +285,10 @@ struct Layout {
 /// The tensors of a GGUF file or a safetensors file (empty when it is neither, or not a
 /// consistent one), read from its header only.
 fn layout_of(input: Source, memory_limit: u64) -> Result<Layout> {
-    if input.len() >= 4 && input.read(0, 4)?[..] == gguf::MAGIC[..] {
-        // A safetensors file cannot start so: its header would be 1.2 GB long.
-        let (spans, data_start) = gguf_layout_of(input, memory_limit)?;
+    let tensor::Spans { spans, data_start, gguf } = tensor::spans_of(input, memory_limit)?;
+    if gguf {
         let header_end = if data_start <= GGUF_HEADER_RESIDUE_MAX { data_start } else { 0 };
         return Ok(Layout { spans, header_end, from_header: false });
     }
-    let (spans, header_end) = safetensors_layout_of(input, memory_limit)?;
-    Ok(Layout { spans, header_end, from_header: true })
-}
-
-/// The tensor spans of a GGUF file and where its data section starts, read from a prefix that
-/// grows until the header fits (no spans when it is not consistent GGUF, or its header needs
-/// more than `memory_limit`).
-fn gguf_layout_of(input: Source, memory_limit: u64) -> Result<(Vec<safetensors::TensorSpan>, u64)> {
-    let cap = input.len().min(memory_limit.max(1 << 16));
-    let mut want = cap.min(1 << 16);
-    loop {
-        let prefix = input.read(0, want as usize)?;
-        match gguf::layout_from_prefix(&prefix, input.len()) {
-            Ok(l) => return Ok((l.spans, l.data_start)),
-            Err(gguf::Stop::Short) if want < cap => want = cap.min(want.saturating_mul(4)),
-            Err(_) => return Ok((Vec::new(), 0)),
-        }
-    }
-}
-
-/// The tensor spans of a safetensors file, read from its length prefix and JSON header only
-/// (empty when it is not a consistent safetensors file). A header larger than `memory_limit`
-/// is an error, unless it is clearly not JSON (then the file is a byte stream, as it would be
-/// anyway).
-fn safetensors_layout_of(input: Source, memory_limit: u64) -> Result<(Vec<safetensors::TensorSpan>, u64)> {
-    let len = input.len();
-    if len < 8 {
-        return Ok((Vec::new(), 0));
-    }
-    let n = u64::from_le_bytes(input.read(0, 8)?[..].try_into().unwrap());
-    if n > safetensors::MAX_HEADER || 8 + n > len {
-        return Ok((Vec::new(), 0));
-    }
-    if 8 + n > memory_limit {
-        let head = input.read(8, (n as usize).min(4096))?;
-        if head.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
-            return Ok((Vec::new(), 0));
-        }
-        return Err(Error::Limit(format!("a safetensors header of {n} bytes, above the memory limit")));
-    }
-    let prefix = input.read(0, 8 + n as usize)?;
-    let spans = safetensors::layout_from_prefix(&prefix, len).unwrap_or_default();
-    Ok((spans, 8 + n))
+    Ok(Layout { spans, header_end: data_start, from_header: true })
 }

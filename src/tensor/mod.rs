@@ -3,9 +3,35 @@
 pub mod gguf;
 pub mod safetensors;
 
+use crate::error::{Error, Result};
+use crate::source::Source;
+
+/// The tensors of a file as its header describes them ([`spans_of`]).
+pub(crate) struct Spans {
+    /// Sorted by offset, not overlapping; empty when the file is neither format (or not a
+    /// consistent one).
+    pub spans: Vec<safetensors::TensorSpan>,
+    /// Where the data section starts (past a safetensors file's JSON header; 0 when unknown).
+    pub data_start: u64,
+    /// The file is GGUF.
+    pub gguf: bool,
+}
+
+/// The tensors of a GGUF file or a safetensors file, read from its header only (in windows of
+/// a source, within `memory_limit`).
+pub(crate) fn spans_of(input: Source, memory_limit: u64) -> Result<Spans> {
+    if input.len() >= 4 && input.read(0, 4)?[..] == gguf::MAGIC[..] {
+        // A safetensors file cannot start so: its header would be 1.2 GB long.
+        let (spans, data_start) = gguf_layout_of(input, memory_limit)?;
+        return Ok(Spans { spans, data_start, gguf: true });
+    }
+    let (spans, data_start) = safetensors_layout_of(input, memory_limit)?;
+    Ok(Spans { spans, data_start, gguf: false })
+}
+
 /// The tensor spans of a GGUF file (it starts with `GGUF`) or else of a safetensors file, sorted
 /// by offset; or why the file is not a consistent one.
-pub fn layout(file: &[u8]) -> Result<Vec<safetensors::TensorSpan>, String> {
+pub fn layout(file: &[u8]) -> std::result::Result<Vec<safetensors::TensorSpan>, String> {
     if file.starts_with(gguf::MAGIC) {
         gguf::layout(file)
     } else {
@@ -104,4 +130,45 @@ impl DType {
     pub fn is_signed_int(&self) -> bool {
         matches!(self, DType::I8 | DType::I16 | DType::I32 | DType::I64)
     }
+}
+
+/// The tensor spans of a GGUF file and where its data section starts, read from a prefix that
+/// grows until the header fits (no spans when it is not consistent GGUF, or its header needs
+/// more than `memory_limit`).
+fn gguf_layout_of(input: Source, memory_limit: u64) -> Result<(Vec<safetensors::TensorSpan>, u64)> {
+    let cap = input.len().min(memory_limit.max(1 << 16));
+    let mut want = cap.min(1 << 16);
+    loop {
+        let prefix = input.read(0, want as usize)?;
+        match gguf::layout_from_prefix(&prefix, input.len()) {
+            Ok(l) => return Ok((l.spans, l.data_start)),
+            Err(gguf::Stop::Short) if want < cap => want = cap.min(want.saturating_mul(4)),
+            Err(_) => return Ok((Vec::new(), 0)),
+        }
+    }
+}
+
+/// The tensor spans of a safetensors file, read from its length prefix and JSON header only
+/// (empty when it is not a consistent safetensors file). A header larger than `memory_limit`
+/// is an error, unless it is clearly not JSON (then the file is a byte stream, as it would be
+/// anyway).
+fn safetensors_layout_of(input: Source, memory_limit: u64) -> Result<(Vec<safetensors::TensorSpan>, u64)> {
+    let len = input.len();
+    if len < 8 {
+        return Ok((Vec::new(), 0));
+    }
+    let n = u64::from_le_bytes(input.read(0, 8)?[..].try_into().unwrap());
+    if n > safetensors::MAX_HEADER || 8 + n > len {
+        return Ok((Vec::new(), 0));
+    }
+    if 8 + n > memory_limit {
+        let head = input.read(8, (n as usize).min(4096))?;
+        if head.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+            return Ok((Vec::new(), 0));
+        }
+        return Err(Error::Limit(format!("a safetensors header of {n} bytes, above the memory limit")));
+    }
+    let prefix = input.read(0, 8 + n as usize)?;
+    let spans = safetensors::layout_from_prefix(&prefix, len).unwrap_or_default();
+    Ok((spans, 8 + n))
 }

@@ -2,7 +2,7 @@
 //! reported and the others still run), each output complete or absent, `--rm` after a
 //! verified success.
 
-use crate::fsio::{self, check_output, named, open, open_regular, write_atomic, write_atomic_with};
+use crate::fsio::{self, check_output, named, open, open_regular, write_atomic_with};
 use crate::jobs::{self, Dst, Job, Mode, Src};
 use crate::progress::Progress;
 use crate::{exit, mb, CompressArgs, DecompressArgs, Files};
@@ -28,14 +28,6 @@ impl In {
 
     fn len(&self) -> Result<u64, String> {
         self.file.metadata().map(|m| m.len()).map_err(|e| format!("cannot stat the input: {e}"))
-    }
-
-    /// The whole input in memory (for --ref): mapped when it is a named file.
-    fn whole(&self, src: &Src) -> Result<Vec<u8>, String> {
-        use std::os::unix::fs::FileExt;
-        let mut bytes = vec![0u8; self.len()? as usize];
-        self.file.read_exact_at(&mut bytes, 0).map_err(|e| format!("cannot read {}: {e}", src.name()))?;
-        Ok(bytes)
     }
 }
 
@@ -175,13 +167,14 @@ fn compress_one(
     let (src, out) = (Path::new(&job.src.name()).to_path_buf(), Path::new(&job.dst.name()).to_path_buf());
     let code = |f: &mut File| -> Result<u64, String> {
         match reference {
-            // Against a reference, the input and the reference are in memory.
-            Some(r) => {
-                let archive = brevis::compress_with_ref(&input.whole(&job.src)?, &fsio::read_input(r)?, &opts)
-                    .map_err(|e| format!("{} against {}: {e}", src.display(), r.display()))?;
-                std::io::Write::write_all(f, &archive).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
-                Ok(archive.len() as u64)
-            }
+            // Against a reference, the input and the reference are both read in windows.
+            Some(r) => brevis::compress_file_with_ref(&input.file, f, &open(r)?, &opts).map_err(|e| {
+                if e.is_write_error() {
+                    named(e, &src, &out, false)
+                } else {
+                    format!("{} against {}: {e}", src.display(), r.display())
+                }
+            }),
             None => brevis::compress_file(&input.file, f, &opts).map_err(|e| named(e, &src, &out, false)),
         }
     };
@@ -251,11 +244,7 @@ fn verify_archive(job: &Job, input: &In, reference: Option<&Path>, threads: usiz
     let mut check = fsio::Compare::new(Some(original));
     let opts = crate::decode_options(threads, None, reference.is_some());
     let res = match reference {
-        Some(r) => {
-            let data = fsio::read_input(out)?;
-            brevis::decompress_with_ref(&data, &fsio::read_input(r)?, &opts)
-                .and_then(|restored| std::io::Write::write_all(&mut check, &restored).map_err(Into::into))
-        }
+        Some(r) => brevis::decompress_file_with_ref(&archive, &mut check, &open(r)?, &opts).map(|_| ()),
         None => brevis::decompress_file(&archive, &mut check, &opts).map(|_| ()),
     };
     let differs = check.differs_at().is_some() || !matches!(check.finish(), Ok(None));
@@ -297,34 +286,18 @@ fn decompress_one(job: &Job, args: &DecompressArgs, reference: Option<&Path>) ->
         }
         (None, None) => OutputAttrs::plain(),
     };
-    let original_len = match reference {
-        // Against a reference, the archive, the reference and the output are in memory.
-        Some(r) => {
-            let data = input.whole(&job.src)?;
-            let base = fsio::read_input(r)?;
-            let mut a = brevis::Archive::open_with_limit(&data, opts.memory_limit).map_err(name)?;
-            a.set_reference(&base).map_err(|e| format!("{}: {e}", r.display()))?;
-            let mut progress = Progress::start(!common.quiet, a.original_size(), src.display().to_string(), "");
-            opts.progress = Some(progress.counter());
-            let original = a.decompress(&opts).map_err(name)?;
-            progress.finish();
-            match &job.dst {
-                Dst::File(o) => write_atomic(o, files.force, &attrs(a.file_meta()), &original)?,
-                Dst::Stdout => fsio::write_stdout(&original)?,
-            }
-            original.len() as u64
-        }
-        None => {
-            let a = brevis::Archive::open_file(&input.file, opts.memory_limit).map_err(name)?;
-            let mut progress = Progress::start(!common.quiet, a.original_size(), src.display().to_string(), "");
-            opts.progress = Some(progress.counter());
-            // Workers write their chunks in place (positioned writes into the temporary file).
-            let fill = |f: &mut File| a.decompress_to_file(f, &opts).map_err(|e| named(e, &src, &out, false));
-            let n = write_output(&job.dst, files.force, &attrs(a.file_meta()), fill, |_| Ok(()))?;
-            progress.finish();
-            n
-        }
-    };
+    // Against a reference, it is read in windows as the chunks need it.
+    let base = reference.map(open).transpose()?;
+    let mut a = brevis::Archive::open_file(&input.file, opts.memory_limit).map_err(name)?;
+    if let (Some(r), Some(b)) = (reference, &base) {
+        a.set_reference_file(b).map_err(|e| format!("{}: {e}", r.display()))?;
+    }
+    let mut progress = Progress::start(!common.quiet, a.original_size(), src.display().to_string(), "");
+    opts.progress = Some(progress.counter());
+    // Workers write their chunks in place (positioned writes into the temporary file).
+    let fill = |f: &mut File| a.decompress_to_file(f, &opts).map_err(|e| named(e, &src, &out, false));
+    let original_len = write_output(&job.dst, files.force, &attrs(a.file_meta()), fill, |_| Ok(()))?;
+    progress.finish();
     remove_input(job, files)?;
     if !common.quiet {
         let secs = t0.elapsed().as_secs_f64();

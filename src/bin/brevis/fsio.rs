@@ -251,12 +251,6 @@ pub fn spool_to_stdout(spool: &mut std::fs::File, len: u64) -> Result<(), String
     out.flush().map_err(failed)
 }
 
-/// Writes a complete output held in memory to standard output.
-pub fn write_stdout(data: &[u8]) -> Result<(), String> {
-    let mut out = std::io::stdout().lock();
-    out.write_all(data).and_then(|()| out.flush()).map_err(|e| format!("cannot write stdout: {e}"))
-}
-
 /// Flushes the folder holding `path` to disk, so that a rename into it survives a crash.
 pub fn sync_parent(path: &Path) -> Result<(), String> {
     let dir = match path.parent() {

@@ -17,6 +17,7 @@
 use super::prelude::*;
 use crate::simd::derive::cast;
 pub use crate::simd::derive::{Kind, Src};
+use crate::source::Bytes;
 use crate::tensor::DType;
 
 impl Kind {
@@ -160,7 +161,7 @@ fn src_of(dtype: &DType) -> Result<Src> {
 /// The derived bytes `start .. start + len` of a tensor of `elems` elements made by `kind` from
 /// the reference tensor `reference` of dtype `dtype`. An error when the reference is not a float
 /// tensor of at least `elems` elements, or the range is not in a tensor of `elems` elements.
-pub fn predict(kind: Kind, dtype: &DType, reference: &[u8], elems: u64, start: usize, len: usize) -> Result<Vec<u8>> {
+pub fn predict(kind: Kind, dtype: &DType, reference: Bytes, elems: u64, start: usize, len: usize) -> Result<Vec<u8>> {
     let src = src_of(dtype)?;
     let n = reference.len() / src.bytes();
     let (bb, be) = kind.block();
@@ -177,14 +178,16 @@ pub fn predict(kind: Kind, dtype: &DType, reference: &[u8], elems: u64, start: u
         .ok_or_else(|| Error::corrupt("derive: range out of the tensor"))?;
     let (b0, b1) = (start / bb, end.div_ceil(bb));
     let mut out = vec![0u8; (b1 - b0) * bb];
-    // Whole groups of 32 elements in the kernel (at the CPU's level), the rest one by one.
-    let whole = (b1 - b0) * be / 32 * 32 / be * bb;
-    crate::simd::derive(kind, src, reference, b0 * be, &mut out[..whole]);
-    let e1 = b0 * be + whole / bb * be;
-    // (Only casts have a tail: quantization blocks are whole groups.)
-    for (i, o) in (e1..).zip(out[whole..].chunks_exact_mut(bb)) {
-        cast(kind, src.at(reference, i), o);
-    }
+    // Only the reference elements of blocks b0..b1 are read (a window of a file, or of memory).
+    reference.with_read(b0 * be * src.bytes(), b1 * be * src.bytes(), |window| {
+        // Whole groups of 32 elements in the kernel (at the CPU's level), the rest one by one.
+        let whole = (b1 - b0) * be / 32 * 32 / be * bb;
+        crate::simd::derive(kind, src, window, 0, &mut out[..whole]);
+        // (Only casts have a tail: quantization blocks are whole groups.)
+        for (i, o) in (whole / bb * be..).zip(out[whole..].chunks_exact_mut(bb)) {
+            cast(kind, src.at(window, i), o);
+        }
+    })?;
     out.drain(..start - b0 * bb);
     out.truncate(len);
     Ok(out)
@@ -204,12 +207,12 @@ mod tests {
         // 1 + 2^-8 is halfway between two bf16 values: to even (down); 1 + 3 * 2^-8 rounds up.
         let v = [1.0f32 + 1.0 / 256.0, 1.0 + 3.0 / 256.0, -0.0, f32::from_bits(0x7f80_0001)];
         let r = f32_bytes(&v);
-        let p = predict(Kind::Bf16Rne, &DType::parse("F32"), &r, 4, 0, 8).unwrap();
+        let p = predict(Kind::Bf16Rne, &DType::parse("F32"), Bytes::from(&r), 4, 0, 8).unwrap();
         let w: Vec<u16> = p.chunks(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect();
         assert_eq!(w, [0x3f80, 0x3f82, 0x8000, 0x7fc0]);
-        let t = predict(Kind::Bf16Trunc, &DType::parse("F32"), &r, 4, 2, 4).unwrap();
+        let t = predict(Kind::Bf16Trunc, &DType::parse("F32"), Bytes::from(&r), 4, 2, 4).unwrap();
         assert_eq!(t, [0x81, 0x3f, 0x00, 0x80]);
-        let h = predict(Kind::F16Rne, &DType::parse("F32"), &r, 4, 0, 2).unwrap();
+        let h = predict(Kind::F16Rne, &DType::parse("F32"), Bytes::from(&r), 4, 0, 2).unwrap();
         assert_eq!(u16::from_le_bytes([h[0], h[1]]), 0x3c04);
     }
 
@@ -253,7 +256,7 @@ mod tests {
         let mut x: Vec<f32> = (0..32).map(|i| (i as f32 - 16.0) * 0.75).collect();
         x[5] = -63.5;
         x[7] = 0.25; // 0.5 units: rounds away from zero to 1
-        let p = predict(Kind::Q8_0, &DType::parse("F32"), &f32_bytes(&x), 32, 0, 34).unwrap();
+        let p = predict(Kind::Q8_0, &DType::parse("F32"), Bytes::from(&f32_bytes(&x)), 32, 0, 34).unwrap();
         assert_eq!(u16::from_le_bytes([p[0], p[1]]), half::f16::from_f32(0.5).to_bits());
         assert_eq!(p[2 + 5] as i8, -127);
         assert_eq!(p[2 + 7] as i8, 1);
@@ -266,10 +269,11 @@ mod tests {
         let r = f32_bytes(&x);
         for k in [Kind::Q8_0, Kind::Q4_0, Kind::Q4_1, Kind::Q5_0, Kind::Q5_1, Kind::Bf16Rne, Kind::F16Rne] {
             let elems = 32 * 7;
-            let whole = predict(k, &DType::parse("F32"), &r, elems, 0, k.block().0 * 7 * 32 / k.block().1).unwrap();
+            let whole = predict(k, &DType::parse("F32"), Bytes::from(&r), elems, 0, k.block().0 * 7 * 32 / k.block().1)
+                .unwrap();
             for (s, l) in [(3, 40), (17, 1), (35, 60), (0, whole.len())] {
                 assert_eq!(
-                    predict(k, &DType::parse("F32"), &r, elems, s, l).unwrap(),
+                    predict(k, &DType::parse("F32"), Bytes::from(&r), elems, s, l).unwrap(),
                     whole[s..s + l],
                     "{k:?} {s} {l}"
                 );
@@ -280,9 +284,9 @@ mod tests {
     #[test]
     fn a_short_or_wrong_reference_is_an_error() {
         let r = f32_bytes(&[1.0; 32]);
-        assert!(predict(Kind::Q8_0, &DType::parse("F32"), &r, 64, 0, 34).is_err());
-        assert!(predict(Kind::Q8_0, &DType::parse("I32"), &r, 32, 0, 34).is_err());
-        assert!(predict(Kind::Q8_0, &DType::parse("F32"), &r, 32, 30, 10).is_err());
-        assert!(predict(Kind::Bf16Rne, &DType::parse("F32"), &r, 31, 0, 2).is_ok());
+        assert!(predict(Kind::Q8_0, &DType::parse("F32"), Bytes::from(&r), 64, 0, 34).is_err());
+        assert!(predict(Kind::Q8_0, &DType::parse("I32"), Bytes::from(&r), 32, 0, 34).is_err());
+        assert!(predict(Kind::Q8_0, &DType::parse("F32"), Bytes::from(&r), 32, 30, 10).is_err());
+        assert!(predict(Kind::Bf16Rne, &DType::parse("F32"), Bytes::from(&r), 31, 0, 2).is_ok());
     }
 }
