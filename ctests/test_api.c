@@ -585,6 +585,56 @@ static void test_files(const char *path, const unsigned char *orig, size_t n, co
     remove(back);
 }
 
+/* Families through files: a fine-tuned copy coded against the checkpoint's file and restored
+ * against it; a copy of the checkpoint is coded against it (the family choice); the identities an
+ * archive records; errors leave nothing behind. */
+static void test_family_files(const char *path, const unsigned char *orig, size_t n, const char *tmp) {
+    char tuned_path[4096], copy[4096], arc[4096], back[4096], missing[4096];
+    snprintf(tuned_path, sizeof tuned_path, "%s/c-api-tuned", tmp);
+    snprintf(copy, sizeof copy, "%s/c-api-copy", tmp);
+    snprintf(arc, sizeof arc, "%s/c-api-tuned.brv", tmp);
+    snprintf(back, sizeof back, "%s/c-api-tuned.back", tmp);
+    snprintf(missing, sizeof missing, "%s/does-not-exist/x", tmp);
+    unsigned char *tuned = nudged(orig, n);
+    FILE *f = fopen(tuned_path, "wb");
+    CHECK(f != NULL && fwrite(tuned, 1, n, f) == n);
+    if (f) fclose(f);
+    f = fopen(copy, "wb");
+    CHECK(f != NULL && fwrite(orig, 1, n, f) == n);
+    if (f) fclose(f);
+    EXPECT(BREVIS_OK, brevis_compress_file_with_ref(tuned_path, path, arc, NULL));
+    CHECK(file_is(path, orig, n)); /* neither input is modified */
+    EXPECT(BREVIS_OK, brevis_decompress_file_with_ref(arc, path, back, NULL));
+    CHECK(file_is(back, tuned, n));
+    brevis_file_identity original = {0, 0}, reference = {0, 0};
+    EXPECT(BREVIS_OK, brevis_archive_file_identity(arc, &original, &reference, NULL));
+    CHECK(original.size == n && reference.size == n && original.hash != reference.hash);
+    /* Restored against another file: an error, nothing written. */
+    remove(back);
+    EXPECT(BREVIS_ERROR_INVALID_ARGUMENT, brevis_decompress_file_with_ref(arc, tuned_path, back, NULL));
+    CHECK(!exists(back));
+    EXPECT(BREVIS_ERROR_IO, brevis_decompress_file_with_ref(arc, missing, back, NULL));
+    EXPECT(BREVIS_ERROR_IO, brevis_compress_file_with_ref(tuned_path, missing, arc, NULL));
+    EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_compress_file_with_ref(tuned_path, NULL, arc, NULL));
+    EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_archive_file_identity(arc, NULL, &reference, NULL));
+    /* The family choice: the copy is coded against the checkpoint (it predicts all of it) when the
+     * checkpoint has tensors, the checkpoint alone. */
+    const char *paths[2] = {path, copy};
+    int64_t refs[2] = {7, 7};
+    EXPECT(BREVIS_OK, brevis_family_references(paths, 2, refs, NULL));
+    CHECK(refs[0] == -1 && (refs[1] == 0 || refs[1] == -1));
+    EXPECT(BREVIS_OK, brevis_family_references(NULL, 0, NULL, NULL));
+    EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_family_references(paths, 2, NULL, NULL));
+    const char *gone[1] = {missing};
+    EXPECT(BREVIS_ERROR_IO, brevis_family_references(gone, 1, refs, NULL));
+    CHECK(count_entries(tmp, ".brevis-") == 0);
+    remove(tuned_path);
+    remove(copy);
+    remove(arc);
+    remove(back);
+    free(tuned);
+}
+
 /* brevis_decompress_file_to_memfd: the original in an anonymous in-memory file, complete and sealed
  * against writes and size changes, also read through /proc/self/fd/N (what llama.cpp opens); on an
  * error *fd_out is unchanged. */
@@ -732,6 +782,7 @@ int main(int argc, char **argv) {
     test_archive_with_options(orig, arc, size);
     test_reference(orig, n);
     test_files(argv[1], orig, n, argv[2]);
+    test_family_files(argv[1], orig, n, argv[2]);
     test_memfd(argv[1], orig, n, argv[2]);
     test_preserve(orig, n, argv[2]);
     if (release) {

@@ -248,6 +248,20 @@ typedef struct {
     uint64_t data_offset;
 } brevis_gguf_tensor_info;
 
+/**
+ * A file's identity as an archive records it: its size in bytes and the xxh3-64 of its bytes.
+ */
+typedef struct {
+    /**
+     * The file's size in bytes.
+     */
+    uint64_t size;
+    /**
+     * XXH3-64 (seed 0) of the file's bytes.
+     */
+    uint64_t hash;
+} brevis_file_identity;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -449,6 +463,37 @@ int brevis_compress_file(const char *src_path, const char *dst_path, const brevi
 int brevis_decompress_file(const char *src_path, const char *dst_path, const brevis_options *opts);
 
 /**
+ * `brevis_compress_file` against a reference file (a safetensors or GGUF file, or an archive of
+ * one), as `brevis_compress_with_ref` codes against a reference in memory: the input and the
+ * reference are both read in windows, so memory stays near `BREVIS_OPTION_MEMORY_LIMIT`
+ * whatever their sizes (a reference archive is decoded into an anonymous temporary file
+ * first). Decoding the archive needs the same reference (`brevis_decompress_file_with_ref`).
+ *
+ * # Safety
+ * `src_path`, `ref_path` and `dst_path` must be NUL-terminated strings, `opts` NULL or a live
+ * handle.
+ */
+int brevis_compress_file_with_ref(const char *src_path,
+                                  const char *ref_path,
+                                  const char *dst_path,
+                                  const brevis_options *opts);
+
+/**
+ * `brevis_decompress_file` of an archive made against a reference, given as the file at
+ * `ref_path` (the same file, or an archive of it), which is read in windows as the chunks need
+ * it. A missing, truncated or different reference fails with `BREVIS_ERROR_INVALID_ARGUMENT`
+ * and leaves nothing behind.
+ *
+ * # Safety
+ * `src_path`, `ref_path` and `dst_path` must be NUL-terminated strings, `opts` NULL or a live
+ * handle.
+ */
+int brevis_decompress_file_with_ref(const char *src_path,
+                                    const char *ref_path,
+                                    const char *dst_path,
+                                    const brevis_options *opts);
+
+/**
  * Decompresses the archive at `src_path` into a new anonymous in-memory file (Linux
  * `memfd_create`) and gives its descriptor in `*fd_out`: the original's only copy, never on disk.
  * The file is complete, every checksum verified, and sealed against writes and size changes
@@ -573,6 +618,42 @@ int brevis_archive_gguf_tensor_info(const brevis_archive *a, size_t index, brevi
  * and not be used afterwards.
  */
 void brevis_archive_free(brevis_archive *a);
+
+/**
+ * For each of the `count` files at `paths` (safetensors or GGUF: a master and its casts and
+ * quantizations, a base and its fine-tunes), the index in `paths` of the file it is best coded
+ * against (`brevis_compress_file_with_ref`), or -1 for a file coded alone, written to
+ * `refs[0..count]`: what `brevis compress -r` chooses. Files are ranked from the highest
+ * precision down and each may use only a file ranked before it, so references form no cycles;
+ * the one whose tensors predict most of a file's tensor bytes (identical tensors, the same
+ * content, or a cast or quantization of them) is chosen when it predicts at least a quarter of
+ * them. Each file is mapped while the choice is made. `opts` NULL uses the defaults
+ * (`BREVIS_OPTION_THREADS` and `BREVIS_OPTION_MEMORY_LIMIT` apply).
+ *
+ * # Safety
+ * `paths` must point to `count` NUL-terminated strings (it may be NULL when `count` is 0),
+ * `refs` must be valid for `count` writes of `int64_t`, `opts` NULL or a live handle.
+ */
+int brevis_family_references(const char *const *paths,
+                             size_t count,
+                             int64_t *refs,
+                             const brevis_options *opts);
+
+/**
+ * What the archive at `path` records: the identity of its original file in `*original`, and
+ * of the reference file it was made against in `*reference` (size 0 and hash 0 when it needs
+ * none). A family's archives are restored in order with it: an archive whose reference is the
+ * original of another is restored after that one, against it. Reads only the archive's index
+ * (within `BREVIS_OPTION_MEMORY_LIMIT`). `opts` NULL uses the defaults.
+ *
+ * # Safety
+ * `path` must be a NUL-terminated string, `original` and `reference` valid for a write of a
+ * `brevis_file_identity`, `opts` NULL or a live handle.
+ */
+int brevis_archive_file_identity(const char *path,
+                                 brevis_file_identity *original,
+                                 brevis_file_identity *reference,
+                                 const brevis_options *opts);
 
 #ifdef __cplusplus
 }  // extern "C"

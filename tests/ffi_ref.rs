@@ -131,3 +131,63 @@ fn decompress_with_ref_and_options_honours_its_settings() {
     assert_eq!(decode(o, &mut out, std::ptr::null_mut()), BREVIS_ERROR_NULL_POINTER);
     unsafe { brevis_options_free(o) };
 }
+
+fn c_path(p: &std::path::Path) -> std::ffi::CString {
+    std::ffi::CString::new(p.to_str().unwrap()).unwrap()
+}
+
+/// The file functions against a reference, the family choice and the identities an archive
+/// records, on a master, its BF16 cast under other names and an unrelated file.
+#[test]
+fn families_through_the_c_abi() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Rng(5);
+    let w: Vec<f32> = (0..40_000).map(|_| rng.normal(0.03) as f32).collect();
+    let master =
+        file(&[tensor("a.weight", "F32", &[200, 200], w.iter().flat_map(|x| x.to_le_bytes()).collect())], None);
+    let cast: Vec<u8> = w.iter().flat_map(|x| half::bf16::from_f32(*x).to_bits().to_le_bytes()).collect();
+    let variant = file(&[tensor("blk.0.weight", "BF16", &[200, 200], cast)], None);
+    let other = file(&[tensor("b", "I32", &[1000], (0..4000).map(|i| i as u8).collect())], None);
+    let paths: Vec<_> =
+        ["m.safetensors", "v.safetensors", "o.safetensors"].iter().map(|n| dir.path().join(n)).collect();
+    for (p, b) in paths.iter().zip([&master, &variant, &other]) {
+        std::fs::write(p, b).unwrap();
+    }
+    // Which file each is coded against: the variant against the master, the others alone.
+    let c: Vec<_> = paths.iter().map(|p| c_path(p)).collect();
+    let ptrs: Vec<*const std::ffi::c_char> = c.iter().map(|s| s.as_ptr()).collect();
+    let mut refs = [7i64; 3];
+    assert_eq!(unsafe { brevis_family_references(ptrs.as_ptr(), 3, refs.as_mut_ptr(), std::ptr::null()) }, 0);
+    assert_eq!(refs, [-1, 0, -1]);
+    assert_eq!(unsafe { brevis_family_references(std::ptr::null(), 0, std::ptr::null_mut(), std::ptr::null()) }, 0);
+    let rc = unsafe { brevis_family_references(std::ptr::null(), 3, refs.as_mut_ptr(), std::ptr::null()) };
+    assert_eq!(rc, brevis_status::BREVIS_ERROR_NULL_POINTER as i32);
+    // The variant against the master, and back.
+    let (archive, back) = (c_path(&dir.path().join("v.brv")), c_path(&dir.path().join("v.back")));
+    let rc = unsafe { brevis_compress_file_with_ref(c[1].as_ptr(), c[0].as_ptr(), archive.as_ptr(), std::ptr::null()) };
+    assert_eq!(rc, 0);
+    assert!(std::fs::metadata(dir.path().join("v.brv")).unwrap().len() < variant.len() as u64 / 10);
+    let rc =
+        unsafe { brevis_decompress_file_with_ref(archive.as_ptr(), c[0].as_ptr(), back.as_ptr(), std::ptr::null()) };
+    assert_eq!(rc, 0);
+    assert_eq!(std::fs::read(dir.path().join("v.back")).unwrap(), variant);
+    // Another reference: an error, and no output left behind.
+    let bad = c_path(&dir.path().join("bad.back"));
+    let rc =
+        unsafe { brevis_decompress_file_with_ref(archive.as_ptr(), c[2].as_ptr(), bad.as_ptr(), std::ptr::null()) };
+    assert_eq!(rc, brevis_status::BREVIS_ERROR_INVALID_ARGUMENT as i32);
+    assert!(!dir.path().join("bad.back").exists());
+    // What the archive records: its original (the variant) and its reference (the master).
+    let (mut original, mut reference) = (brevis_file_identity::default(), brevis_file_identity::default());
+    let rc = unsafe { brevis_archive_file_identity(archive.as_ptr(), &mut original, &mut reference, std::ptr::null()) };
+    assert_eq!(rc, 0);
+    let id = |b: &[u8]| (b.len() as u64, xxhash_rust::xxh3::xxh3_64(b));
+    assert_eq!((original.size, original.hash), id(&variant));
+    assert_eq!((reference.size, reference.hash), id(&master));
+    // An archive made alone records no reference.
+    let alone = c_path(&dir.path().join("m.brv"));
+    assert_eq!(unsafe { brevis_compress_file(c[0].as_ptr(), alone.as_ptr(), std::ptr::null()) }, 0);
+    let rc = unsafe { brevis_archive_file_identity(alone.as_ptr(), &mut original, &mut reference, std::ptr::null()) };
+    assert_eq!(rc, 0);
+    assert_eq!(((original.size, original.hash), reference.size, reference.hash), (id(&master), 0, 0));
+}

@@ -243,23 +243,63 @@ pub unsafe extern "C" fn brevis_decompress_with_ref_and_options(
 }
 
 /// A required path argument, NUL-terminated: on Unix any bytes, elsewhere UTF-8.
-struct PathIn(*const c_char);
+pub(super) struct PathIn(pub(super) *const c_char);
 
 impl Arg<'_> for PathIn {
     type Checked = PathBuf;
     unsafe fn check(self) -> Result<PathBuf, Status> {
         // SAFETY: by the caller's contract.
-        let bytes = unsafe { in_cstr(self.0) }?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::ffi::OsStrExt;
-            Ok(PathBuf::from(std::ffi::OsStr::from_bytes(bytes)))
-        }
-        #[cfg(not(unix))]
-        {
-            std::str::from_utf8(bytes).map(PathBuf::from).map_err(|_| BREVIS_ERROR_INVALID_ARGUMENT)
-        }
+        unsafe { path_of(self.0) }
     }
+}
+
+/// The path of a required NUL-terminated string argument.
+///
+/// # Safety
+/// `p` must be NULL or a NUL-terminated string.
+pub(super) unsafe fn path_of(p: *const c_char) -> Result<PathBuf, Status> {
+    // SAFETY: by the caller's contract.
+    let bytes = unsafe { in_cstr(p) }?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        Ok(PathBuf::from(std::ffi::OsStr::from_bytes(bytes)))
+    }
+    #[cfg(not(unix))]
+    {
+        std::str::from_utf8(bytes).map(PathBuf::from).map_err(|_| BREVIS_ERROR_INVALID_ARGUMENT)
+    }
+}
+
+/// The file functions' compression: `src` (against `reference`) into `dst`, atomically.
+fn compress_path(src: &Path, reference: Option<&Path>, dst: &Path, o: &brevis_options) -> Result<(), Status> {
+    let (input, meta) = open_input(src)?;
+    let reference = reference.map(|r| open_input(r).map(|(f, _)| f)).transpose()?;
+    let mut compress = o.compress.clone();
+    compress.file_meta = o.preserve.then(|| crate::file_meta::FileMeta::of(&meta));
+    write_atomic(dst, &output_attrs(o.preserve, &meta, None), |out| {
+        match &reference {
+            Some(r) => crate::api::compress_file_with_ref(&input, out, r, &compress)?,
+            None => crate::api::compress_file(&input, out, &compress)?,
+        };
+        Ok(())
+    })
+}
+
+/// The file functions' decompression: the archive `src` (against `reference`) into `dst`,
+/// atomically, written as it is decoded.
+fn decompress_path(src: &Path, reference: Option<&Path>, dst: &Path, o: &brevis_options) -> Result<(), Status> {
+    let (input, meta) = open_input(src)?;
+    let reference = reference.map(|r| open_input(r).map(|(f, _)| f)).transpose()?;
+    let mut a = Archive::open_source(crate::source::Source::file(&input)?, o.decode.memory_limit)?;
+    if let Some(r) = &reference {
+        a.set_reference_file(r)?;
+    }
+    write_atomic(dst, &output_attrs(o.preserve, &meta, a.file_meta()), |out| {
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, out);
+        a.decompress_to(&mut w, &o.decode)?;
+        w.flush().map_err(|_| BREVIS_ERROR_IO)
+    })
 }
 
 /// Opens an input file and reads its metadata.
@@ -316,17 +356,7 @@ pub unsafe extern "C" fn brevis_compress_file(
     opts: *const brevis_options,
 ) -> c_int {
     // SAFETY: the caller's contract is `entry`'s.
-    unsafe {
-        entry(PathIn(src_path), PathIn(dst_path), opts, |src, dst, o| {
-            let (input, meta) = open_input(&src)?;
-            let mut compress = o.compress.clone();
-            compress.file_meta = o.preserve.then(|| crate::file_meta::FileMeta::of(&meta));
-            write_atomic(&dst, &output_attrs(o.preserve, &meta, None), |out| {
-                crate::api::compress_file(&input, out, &compress)?;
-                Ok(())
-            })
-        })
-    }
+    unsafe { entry(PathIn(src_path), PathIn(dst_path), opts, |src, dst, o| compress_path(&src, None, &dst, o)) }
 }
 
 /// Decompresses the archive at `src_path` into `dst_path` (replaced if it exists; written to a
@@ -347,15 +377,52 @@ pub unsafe extern "C" fn brevis_decompress_file(
     opts: *const brevis_options,
 ) -> c_int {
     // SAFETY: the caller's contract is `entry`'s.
+    unsafe { entry(PathIn(src_path), PathIn(dst_path), opts, |src, dst, o| decompress_path(&src, None, &dst, o)) }
+}
+
+/// `brevis_compress_file` against a reference file (a safetensors or GGUF file, or an archive of
+/// one), as `brevis_compress_with_ref` codes against a reference in memory: the input and the
+/// reference are both read in windows, so memory stays near `BREVIS_OPTION_MEMORY_LIMIT`
+/// whatever their sizes (a reference archive is decoded into an anonymous temporary file
+/// first). Decoding the archive needs the same reference (`brevis_decompress_file_with_ref`).
+///
+/// # Safety
+/// `src_path`, `ref_path` and `dst_path` must be NUL-terminated strings, `opts` NULL or a live
+/// handle.
+#[no_mangle]
+pub unsafe extern "C" fn brevis_compress_file_with_ref(
+    src_path: *const c_char,
+    ref_path: *const c_char,
+    dst_path: *const c_char,
+    opts: *const brevis_options,
+) -> c_int {
+    // SAFETY: the caller's contract is `entry`'s.
     unsafe {
-        entry(PathIn(src_path), PathIn(dst_path), opts, |src, dst, o| {
-            let (input, meta) = open_input(&src)?;
-            let a = Archive::open_source(crate::source::Source::file(&input)?, o.decode.memory_limit)?;
-            write_atomic(&dst, &output_attrs(o.preserve, &meta, a.file_meta()), |out| {
-                let mut w = std::io::BufWriter::with_capacity(1 << 20, out);
-                a.decompress_to(&mut w, &o.decode)?;
-                w.flush().map_err(|_| BREVIS_ERROR_IO)
-            })
+        entry((PathIn(src_path), PathIn(ref_path)), PathIn(dst_path), opts, |(src, r), dst, o| {
+            compress_path(&src, Some(&r), &dst, o)
+        })
+    }
+}
+
+/// `brevis_decompress_file` of an archive made against a reference, given as the file at
+/// `ref_path` (the same file, or an archive of it), which is read in windows as the chunks need
+/// it. A missing, truncated or different reference fails with `BREVIS_ERROR_INVALID_ARGUMENT`
+/// and leaves nothing behind.
+///
+/// # Safety
+/// `src_path`, `ref_path` and `dst_path` must be NUL-terminated strings, `opts` NULL or a live
+/// handle.
+#[no_mangle]
+pub unsafe extern "C" fn brevis_decompress_file_with_ref(
+    src_path: *const c_char,
+    ref_path: *const c_char,
+    dst_path: *const c_char,
+    opts: *const brevis_options,
+) -> c_int {
+    // SAFETY: the caller's contract is `entry`'s.
+    unsafe {
+        entry((PathIn(src_path), PathIn(ref_path)), PathIn(dst_path), opts, |(src, r), dst, o| {
+            decompress_path(&src, Some(&r), &dst, o)
         })
     }
 }

@@ -26,8 +26,11 @@ mod codec;
 
 mod archive;
 
+mod family;
+
 pub use archive::*;
 pub use codec::*;
+pub use family::*;
 pub use options::*;
 
 use crate::error::Error;

@@ -30,7 +30,8 @@ from collections import namedtuple
 
 __all__ = [
     "compress", "decompress", "decompressed_size", "compress_bound", "compress_file", "decompress_file",
-    "compress_with_ref", "decompress_with_ref",
+    "compress_with_ref", "decompress_with_ref", "compress_file_with_ref", "decompress_file_with_ref",
+    "family_references", "archive_identity",
     "version", "Archive", "TensorInfo", "BrevisError", "InvalidArgumentError", "BufferTooSmallError",
     "CorruptArchiveError", "UnsupportedArchiveError", "ChecksumError", "LimitError", "BrevisIOError",
     "TensorNotFoundError", "InternalError", "safe_open", "load_folder",
@@ -87,6 +88,20 @@ _decompress_with_ref = _sig(
     ctypes.POINTER(_size))
 _compress_file = _sig("brevis_compress_file", _c, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p)
 _decompress_file = _sig("brevis_decompress_file", _c, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p)
+_compress_file_ref = _sig(
+    "brevis_compress_file_with_ref", _c, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p)
+_decompress_file_ref = _sig(
+    "brevis_decompress_file_with_ref", _c, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p)
+
+
+class _FileIdentity(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_uint64), ("hash", ctypes.c_uint64)]
+
+
+_family = _sig("brevis_family_references", _c, ctypes.POINTER(ctypes.c_char_p), _size,
+               ctypes.POINTER(ctypes.c_int64), ctypes.c_void_p)
+_identity = _sig("brevis_archive_file_identity", _c, ctypes.c_char_p, ctypes.POINTER(_FileIdentity),
+                 ctypes.POINTER(_FileIdentity), ctypes.c_void_p)
 _options_new = _sig("brevis_options_new", ctypes.c_void_p)
 _options_set = _sig("brevis_options_set", _c, ctypes.c_void_p, _c, ctypes.c_int64)
 _options_free = _sig("brevis_options_free", None, ctypes.c_void_p)
@@ -291,6 +306,47 @@ def decompress_file(src, dst, *, threads=None, verify=None, memory_limit=None):
     """Decompresses the archive `src` into the file `dst` (replaced atomically)."""
     with _Options({"threads": threads, "verify": verify, "memory_limit": memory_limit}) as o:
         _check(_decompress_file(os.fsencode(src), os.fsencode(dst), o), f"decompress_file({src!r})")
+
+
+def compress_file_with_ref(src, reference, dst, *, threads=None, chunk_bytes=None, sample_elems=None,
+                           level=None, memory_limit=None):
+    """Compresses the file `src` against the file `reference` (safetensors or GGUF, or an archive
+    of one) into the archive `dst` (replaced atomically); both are read in windows, within
+    `memory_limit`. Decoding needs the same reference (decompress_file_with_ref)."""
+    settings = {"threads": threads, "chunk_bytes": chunk_bytes, "sample_elems": sample_elems, "level": _level(level),
+                "memory_limit": memory_limit}
+    with _Options(settings) as o:
+        rc = _compress_file_ref(os.fsencode(src), os.fsencode(reference), os.fsencode(dst), o)
+        _check(rc, f"compress_file_with_ref({src!r}, {reference!r})")
+
+
+def decompress_file_with_ref(src, reference, dst, *, threads=None, verify=None, memory_limit=None):
+    """Decompresses the archive `src`, made against the file `reference`, into the file `dst`
+    (replaced atomically); a missing or different reference raises InvalidArgumentError."""
+    with _Options({"threads": threads, "verify": verify, "memory_limit": memory_limit}) as o:
+        rc = _decompress_file_ref(os.fsencode(src), os.fsencode(reference), os.fsencode(dst), o)
+        _check(rc, f"decompress_file_with_ref({src!r}, {reference!r})")
+
+
+def family_references(paths, *, threads=None, memory_limit=None):
+    """For each of `paths` (the files of one model family), the index of the path it is best coded
+    against (compress_file_with_ref), or None for a file coded alone: what `brevis compress -r`
+    chooses (no cycles; masters come first)."""
+    paths = [os.fsencode(p) for p in paths]
+    arr = (ctypes.c_char_p * max(1, len(paths)))(*paths)
+    out = (ctypes.c_int64 * max(1, len(paths)))()
+    with _Options({"threads": threads, "memory_limit": memory_limit}) as o:
+        _check(_family(arr, len(paths), out, o), "family_references")
+    return [None if out[i] < 0 else int(out[i]) for i in range(len(paths))]
+
+
+def archive_identity(path):
+    """(original, reference) as the archive at `path` records them: each a (size, xxh3-64) pair of
+    a file, reference None when the archive needs none."""
+    original, reference = _FileIdentity(), _FileIdentity()
+    _check(_identity(os.fsencode(path), ctypes.byref(original), ctypes.byref(reference), None),
+           f"archive_identity({path!r})")
+    return (original.size, original.hash), ((reference.size, reference.hash) if reference.size else None)
 
 
 TensorInfo = namedtuple("TensorInfo", "name dtype shape nbytes offset compressed_bytes")

@@ -14,7 +14,7 @@ import os
 import struct
 import tempfile
 
-from . import Archive, compress, decompress
+from . import Archive, archive_identity, compress, decompress
 
 # safetensors dtype -> (bytes per element, numpy dtype (a "ml_dtypes:NAME" needs ml_dtypes),
 # torch dtype attribute).
@@ -229,6 +229,12 @@ def open_path(path):
     and of the tensors decoded are read), a plain safetensors file read."""
     with open(path, "rb") as f:
         if f.read(8) == MAGIC:
+            _, reference = archive_identity(path)
+            if reference:
+                raise ValueError(
+                    f"{path} was made against a reference file ({reference[0]} bytes, xxh3 {reference[1]:016x}), "
+                    "the master of its family: restore it with brevis.decompress_file_with_ref (or `brevis "
+                    "decompress -r`, `python -m brevis.ray decompress`) to read its tensors")
             return ArchiveSource(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY))
     return PlainSource(read_path(path))
 

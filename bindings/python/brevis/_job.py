@@ -1,6 +1,13 @@
 """The work of `python -m brevis.ray`, one file at a time, without Ray: what to do (a plan of
 items), doing one item (run in a Ray task), completion records, and the totals.
 
+Families (as `brevis compress -r`): unless turned off, compress codes each file against the file
+of the job that predicts it best (brevis.family_references: a master alone, its casts and
+quantizations against it, no cycles), decompress restores an archive against the restored file
+its reference is (matched by the identity each archive records), and verify decodes it against
+that file's archive. Items carry a `wave`: a file's reference is in an earlier wave, so a job
+runs wave after wave (masters before their variants).
+
 Each output is written under a temporary name (`<output>.partial`, itself written atomically by
 the library) and renamed into place; then its completion record is written (atomically) under
 `<output folder>/.brevis-ray/<relative path>.json`. A rerun skips an item whose record matches
@@ -57,13 +64,15 @@ def _inputs_of_manifest(manifest):
     return out
 
 
-def plan(mode, source, output, originals=None):
+def plan(mode, source, output, originals=None, family=True):
     """The items of a job: dicts with mode, src, out (the output path, None for verify), rel,
-    record (its completion record's path, None for verify) and orig (verify's original)."""
+    record (its completion record's path, None for verify), orig (verify's original), ref (the
+    reference file to code or decode it against, or None) and wave."""
     inputs = _inputs_of_dir(source, mode, output) if os.path.isdir(source) else _inputs_of_manifest(source)
     items = []
     for src, rel in inputs:
-        item = {"mode": mode, "src": src, "rel": rel, "out": None, "record": None, "orig": None}
+        item = {"mode": mode, "src": src, "rel": rel, "out": None, "record": None, "orig": None, "ref": None,
+                "wave": 0}
         if mode == "compress":
             item["out"] = os.path.join(output, rel + ".brv")
         elif mode == "decompress":
@@ -73,7 +82,58 @@ def plan(mode, source, output, originals=None):
         if item["out"]:
             item["record"] = os.path.join(output, RECORDS, os.path.relpath(item["out"], output) + ".json")
         items.append(item)
+    # (An archive made against a reference needs it, whatever `family` says.)
+    if family or mode != "compress":
+        _family(mode, items)
     return items
+
+
+def _family(mode, items):
+    """Sets each item's reference and wave (see the module's documentation)."""
+    if mode == "compress":
+        # Files that cannot be read are left to fail in their own task.
+        ok = [i for i, it in enumerate(items) if os.path.isfile(it["src"])]
+        chosen = brevis.family_references([items[i]["src"] for i in ok]) if len(ok) > 1 else [None] * len(ok)
+        refs = [None] * len(items)
+        for i, j in zip(ok, chosen):
+            refs[i] = None if j is None else ok[j]
+    else:
+        # The archive whose original is an archive's reference; an archive whose reference no
+        # archive here restores is told so by its task.
+        ids = [_identity(it["src"]) for it in items]
+        by_original = {orig: j for j, (orig, _) in enumerate(ids) if orig}
+        refs = [by_original.get(ref) if ref else None for _, ref in ids]
+        for it, (_, ref), j in zip(items, ids, refs):
+            if ref and j is None:
+                it["missing_ref"] = ref
+    for i, j in enumerate(refs):
+        if j is not None:
+            # compress: against the reference's original; decompress: against it restored;
+            # verify: against its archive (which the library decodes first).
+            items[i]["ref"] = {"compress": items[j]["src"], "decompress": items[j]["out"], "verify": items[j]["src"]}[mode]
+    for i in range(len(items)):
+        depth, j, seen = 0, refs[i], {i}
+        while j is not None and j not in seen:
+            seen.add(j)
+            depth, j = depth + 1, refs[j]
+        items[i]["wave"] = depth
+
+
+def _check_reference(item):
+    """Raises the error of an archive whose reference no archive of the job restores."""
+    if item.get("missing_ref"):
+        size, digest = item["missing_ref"]
+        raise FileNotFoundError(f"made against a reference file of {size} bytes with xxh3 {digest:016x}, which no "
+                                "archive of this job restores (compress the family's folder as one job)")
+
+
+def _identity(archive):
+    """(original, reference) identities an archive records; (None, None) when it cannot be read
+    (its task then reports why)."""
+    try:
+        return brevis.archive_identity(archive)
+    except (brevis.BrevisError, OSError):
+        return None, None
 
 
 def _stamp(path):
@@ -119,9 +179,13 @@ def _same_bytes(a, b):
 def _verify(item, threads):
     """Decodes the archive (its checksum checked) into a temporary file and compares it with the
     original when there is one."""
+    _check_reference(item)
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "decoded")
-        brevis.decompress_file(item["src"], out, threads=threads, verify=1)
+        if item["ref"]:
+            brevis.decompress_file_with_ref(item["src"], item["ref"], out, threads=threads, verify=1)
+        else:
+            brevis.decompress_file(item["src"], out, threads=threads, verify=1)
         if item["orig"] and not _same_bytes(out, item["orig"]):
             raise ValueError(f"decodes to bytes that differ from {item['orig']}")
         return os.path.getsize(out)
@@ -151,13 +215,19 @@ def run_item(item, threads=1, level=None):
 
 def _produce(item, threads, level):
     """Writes the item's output through `<output>.partial` and a rename."""
+    _check_reference(item)
     os.makedirs(os.path.dirname(item["out"]) or ".", exist_ok=True)
     partial = item["out"] + ".partial"
     if item["mode"] == "compress":
-        brevis.compress_file(item["src"], partial, threads=threads, level=level)
+        if item["ref"]:
+            brevis.compress_file_with_ref(item["src"], item["ref"], partial, threads=threads, level=level)
+        else:
+            brevis.compress_file(item["src"], partial, threads=threads, level=level)
         hook = os.environ.get(KILL_HOOK)
         if hook and item["src"].endswith(hook):
             os.kill(os.getpid(), signal.SIGKILL)
+    elif item["ref"]:
+        brevis.decompress_file_with_ref(item["src"], item["ref"], partial, threads=threads)
     else:
         brevis.decompress_file(item["src"], partial, threads=threads)
     os.replace(partial, item["out"])

@@ -1,6 +1,6 @@
 """Compress, decompress or verify many files on a Ray cluster, one Ray task per file.
 
-    python -m brevis.ray compress MANIFEST_OR_DIR --output OUT_DIR [--workers N | --address ADDR]
+    python -m brevis.ray compress MANIFEST_OR_DIR --output OUT_DIR [--workers N | --address ADDR] [--no-family]
     python -m brevis.ray decompress ARCHIVE_DIR --output DIR
     python -m brevis.ray verify ARCHIVE_DIR [--originals DIR]
 
@@ -8,6 +8,12 @@ A DIR input means every regular file under it (compress: OUT_DIR/<relative path>
 of `brevis compress -r`), or every `*.brv` under it (decompress: the relative path less `.brv`;
 verify). A MANIFEST is a text file of paths, one a line. Tasks get paths, not file bytes: every
 node must see the same files (a shared file system) and have this package installed.
+
+The files of a job are a family, as with `brevis compress -r`: each is coded against the file of
+the job that predicts it best (a master alone, its casts and quantizations against it), and
+decompress and verify find each archive's reference among the job's archives by the identity it
+records. Tasks run in waves, masters before their variants (brevis._job). `--no-family` codes
+every file alone.
 
 Without --address a local Ray instance is started with --workers CPUs (one task per CPU); with
 --address (or $RAY_ADDRESS) it joins that cluster: `ray.init(address="ray://head:10001")` or
@@ -35,9 +41,11 @@ def _task(ray):
     return ray.remote(num_cpus=1, max_retries=0)(_job.run_item)
 
 
-def _collect(ray, futures, items):
-    """The results of every task as they finish; a task that died becomes a failed result."""
+def _collect(ray, futures, items, before=0, total=None):
+    """The results of every task as they finish; a task that died becomes a failed result.
+    Progress lines count `before` results of earlier waves, out of `total`."""
     results, pending = [], dict(zip(futures, items))
+    total = total or len(items)
     while pending:
         ready, _ = ray.wait(list(pending), num_returns=1)
         for f in ready:
@@ -49,15 +57,16 @@ def _collect(ray, futures, items):
                      "error": f"task died: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
             results.append(r)
             state = "FAILED" if r["error"] else ("skipped" if r["skipped"] else "done")
-            print(f"[{len(results)}/{len(items)}] {state} {r['rel']}", flush=True)
+            print(f"[{before + len(results)}/{total}] {state} {r['rel']}", flush=True)
     return results
 
 
-def run(mode, source, output=None, originals=None, workers=None, address=None, threads=1, level=None):
+def run(mode, source, output=None, originals=None, workers=None, address=None, threads=1, level=None,
+        family=True):
     """Runs a job and returns (summary lines, ok)."""
     import ray
 
-    items = _job.plan(mode, source, output, originals)
+    items = _job.plan(mode, source, output, originals, family)
     cleaned = _job.clean_leftovers(output) if output and os.path.isdir(output) else 0
     try:
         if address:
@@ -69,8 +78,12 @@ def run(mode, source, output=None, originals=None, workers=None, address=None, t
     try:
         start = time.perf_counter()
         task = _task(ray)
-        futures = [task.remote(item, threads, level) for item in items]
-        results = _collect(ray, futures, items)
+        results = []
+        # Wave after wave: a file's reference is finished before the file's task starts.
+        for wave in sorted({item["wave"] for item in items}):
+            batch = [item for item in items if item["wave"] == wave]
+            futures = [task.remote(item, threads, level) for item in batch]
+            results += _collect(ray, futures, batch, len(results), len(items))
         return _job.totals(mode, results, time.perf_counter() - start, cleaned)
     finally:
         ray.shutdown()
@@ -86,6 +99,7 @@ def _args(argv):
     p.add_argument("--address", default=os.environ.get("RAY_ADDRESS"), help="a Ray cluster to join")
     p.add_argument("--threads", type=int, default=1, help="library threads per task (default 1)")
     p.add_argument("--level", choices=["fast", "default", "max"], help="compression level")
+    p.add_argument("--no-family", action="store_true", help="compress: code every file alone")
     a = p.parse_args(argv)
     if a.mode != "verify" and not a.output:
         p.error(f"{a.mode} needs --output")
@@ -102,7 +116,8 @@ def main(argv=None):
         print("brevis.ray needs Ray: pip install ray (or pip install './bindings/python[ray]')", file=sys.stderr)
         return 2
     try:
-        lines, ok = run(a.mode, a.source, a.output, a.originals, a.workers, a.address, a.threads, a.level)
+        lines, ok = run(a.mode, a.source, a.output, a.originals, a.workers, a.address, a.threads, a.level,
+                        not a.no_family)
     except RayUnavailable as e:
         print(f"brevis.ray: {e}", file=sys.stderr)
         return 2

@@ -32,7 +32,8 @@ def job(*args, env=None):
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
     """A sharded model folder: 4 shards made from the fixture's tensors (each scaled by its own
-    factor), its index JSON, the fixture itself and small config/tokenizer files."""
+    factor, so that no shard is the fixture's family), its index JSON, the fixture itself and
+    small config/tokenizer files."""
     need("ray")
     st = need("safetensors.numpy")
     folder = tmp_path_factory.mktemp("model")
@@ -43,7 +44,7 @@ def model(tmp_path_factory):
         part = {}
         for k in names:
             v = tensors[k]
-            part[f"layer{i}.{k}"] = (v * np.float32(1 + i / 8)).astype(v.dtype) if v.dtype.kind == "f" else v
+            part[f"layer{i}.{k}"] = (v * np.float32(1 + (i + 1) / 8)).astype(v.dtype) if v.dtype.kind == "f" else v
             weight_map[f"layer{i}.{k}"] = shard
         st.save_file(part, str(folder / shard), metadata={"format": "np"})
     (folder / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
@@ -107,3 +108,46 @@ def test_bad_arguments_exit_2(tmp_path):
     assert rc == 2 and "needs --output" in log
     rc, log = job("verify", str(tmp_path), "--address", "auto", env={"RAY_ADDRESS": ""})  # no cluster running
     assert rc == 2 and "cannot join Ray at auto: " in log, log
+
+
+def test_a_family_is_coded_against_its_masters(tmp_path):
+    """A folder of two real families (the silero fixture with its GGUF quantizations and a BF16
+    cast; SmolLM2 layers with their llama-quantize K-quants): each variant is coded against its
+    master, in a later wave; decompress and verify find the masters by the identities the
+    archives record; --no-family codes every file alone."""
+    need("ray")
+    st, ml_dtypes = need("safetensors.numpy"), need("ml_dtypes")
+    fixtures = os.path.dirname(FIXTURE)
+    fam = tmp_path / "fam"
+    fam.mkdir()
+    for f in ["silero_vad_16k.safetensors", "silero_family.gguf", "smollm2_kquants_master.gguf", "smollm2_kquants.gguf"]:
+        (fam / f).write_bytes(open(os.path.join(fixtures, f), "rb").read())
+    cast = {k: v.astype(ml_dtypes.bfloat16) if v.dtype == np.float32 else v for k, v in st.load_file(FIXTURE).items()}
+    st.save_file(cast, str(fam / "silero_bf16.safetensors"), metadata={"format": "np"})
+    variants = ["silero_family.gguf", "smollm2_kquants.gguf", "silero_bf16.safetensors"]
+    sizes = {}
+    for flag in [[], ["--no-family"]]:
+        out = tmp_path / ("alone" if flag else "family")
+        rc, log = job("compress", str(fam), "--output", str(out), "--workers", "2", *flag)
+        assert rc == 0 and "5 files: 5 done" in log, log
+        sizes[bool(flag)] = {f: os.path.getsize(out / (f + ".brv")) for f in files_under(fam)}
+    family, alone = sizes[False], sizes[True]
+    for f in variants:
+        assert family[f] * 4 < alone[f], (f, family[f], alone[f])
+    for f in ["silero_vad_16k.safetensors", "smollm2_kquants_master.gguf"]:
+        assert family[f] == alone[f], (f, family[f], alone[f])  # masters are coded alone
+    out = tmp_path / "family"
+    rc, log = job("verify", str(out), "--originals", str(fam), "--workers", "2")
+    assert rc == 0 and "5 files: 5 done" in log, log
+    back = tmp_path / "back"
+    rc, log = job("decompress", str(out), "--output", str(back), "--workers", "2")
+    assert rc == 0 and files_under(back) == files_under(fam), log
+    for f in files_under(fam):
+        assert filecmp.cmp(fam / f, back / f, shallow=False), f
+    # A variant whose master's archive is missing names the reference it needs.
+    os.unlink(out / "silero_vad_16k.safetensors.brv")
+    rc, log = job("decompress", str(out), "--output", str(tmp_path / "back2"), "--workers", "2")
+    assert rc == 1 and "FAILED silero_bf16.safetensors.brv: FileNotFoundError: made against a reference" in log, log
+    # Nor are its tensors read without it.
+    with pytest.raises(ValueError, match="made against a reference file"):
+        brevis.load_folder(str(out))
