@@ -89,7 +89,9 @@ fn derivations(c: &mut Criterion, w: &[u16], isas: &[Isa]) {
     let mut g = c.benchmark_group("derive");
     g.sample_size(10).measurement_time(Duration::from_secs(1)).warm_up_time(Duration::from_millis(200));
     g.throughput(Throughput::Elements(n as u64));
-    for kind in [Kind::Bf16Rne, Kind::F16Rne, Kind::Q8_0, Kind::Q4_0, Kind::Q4K, Kind::Q5K, Kind::Q6K] {
+    for kind in
+        [Kind::Bf16Rne, Kind::F16Rne, Kind::Q8_0, Kind::Q4_0, Kind::Q4K, Kind::Q5K, Kind::Q6K, Kind::Q2K, Kind::Q3K]
+    {
         let (bb, be) = kind.block();
         let mut out = vec![0u8; n / be * bb];
         for &l in isas {

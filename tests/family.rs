@@ -76,18 +76,27 @@ fn casts_and_quantizations_of_a_real_master_cost_almost_nothing() {
 }
 
 /// K-quants as llama.cpp's own `llama-quantize` makes them (Q4_K, Q5_K and Q6_K rows of
-/// SmolLM2-135M-Instruct, tests/fixtures/make_smollm2_kquants.py) are exactly the reference
-/// quantizers' output of their BF16 master.
+/// SmolLM2-135M-Instruct, and Q2_K and Q3_K rows: tests/fixtures/make_smollm2_kquants.py) are
+/// exactly the reference quantizers' output of their BF16 master.
 #[test]
 fn k_quants_of_llama_quantize_are_derived_exactly() {
     let dir = root().join("tests/fixtures");
-    let master = read_checked(
-        &dir.join("smollm2_kquants_master.gguf"),
+    // Each file of a pair with its sha256 (tests/fixtures/README.md).
+    let pair = |prefix: &str, master: &str, variant: &str| {
+        (
+            read_checked(&dir.join(format!("{prefix}_master.gguf")), master),
+            read_checked(&dir.join(format!("{prefix}.gguf")), variant),
+        )
+    };
+    let (master, variant) = pair(
+        "smollm2_kquants",
         "2756f56015136a9d933679d4fc33f1aa0d83186255934d14917df4a1a6fc7718",
-    );
-    let variant = read_checked(
-        &dir.join("smollm2_kquants.gguf"),
         "3bd089d94f2d095c9e6cf49b98777c0c644ed5f5db25127cb5db6af76d441bd1",
+    );
+    let (low_master, low) = pair(
+        "smollm2_lowbit",
+        "0ff18b3623b42c01ff0e45485f47b0d989b62b5f8174b66fddda5baa0914a077",
+        "0ef897b35842c7dead2059127dc4f45d516748db85906dfadfac476204a4d054",
     );
     for chunk in [1 << 20, 5000] {
         let opts = brevis::Options::default().with_chunk_bytes(chunk);
@@ -95,6 +104,11 @@ fn k_quants_of_llama_quantize_are_derived_exactly() {
         let found: Vec<String> = programs(&archive).into_iter().map(|p| p.1).collect();
         assert_eq!(found, ["derive(q4_k)[copyref]", "derive(q6_k)[copyref]", "derive(q5_k)[copyref]"], "{chunk}");
         assert_eq!(brevis::decompress_with_ref(&archive, &master, &Default::default()).unwrap(), variant);
+        // Q2_K and Q3_K (made with `--pure`).
+        let archive = brevis::compress_with_ref(&low, &low_master, &opts).unwrap();
+        let found: Vec<String> = programs(&archive).into_iter().map(|p| p.1).collect();
+        assert_eq!(found, ["derive(q2_k)[copyref]", "derive(q3_k)[copyref]"], "{chunk}");
+        assert_eq!(brevis::decompress_with_ref(&archive, &low_master, &Default::default()).unwrap(), low);
     }
 }
 

@@ -363,10 +363,20 @@ fn golden_meta() -> brevis::FileMeta {
 
 /// Rows of SmolLM2 in BF16 and as llama-quantize's K-quants (tests/fixtures/make_smollm2_kquants.py).
 fn kquant_files() -> (Vec<u8>, Vec<u8>) {
+    fixture_pair("smollm2_kquants")
+}
+
+/// Rows of SmolLM2 in BF16 and as llama-quantize's Q2_K and Q3_K (the same script).
+fn lowbit_files() -> (Vec<u8>, Vec<u8>) {
+    fixture_pair("smollm2_lowbit")
+}
+
+/// A fixture's master (`PREFIX_master.gguf`) and its variant (`PREFIX.gguf`).
+fn fixture_pair(prefix: &str) -> (Vec<u8>, Vec<u8>) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     (
-        std::fs::read(dir.join("smollm2_kquants_master.gguf")).unwrap(),
-        std::fs::read(dir.join("smollm2_kquants.gguf")).unwrap(),
+        std::fs::read(dir.join(format!("{prefix}_master.gguf"))).unwrap(),
+        std::fs::read(dir.join(format!("{prefix}.gguf"))).unwrap(),
     )
 }
 
@@ -434,8 +444,14 @@ fn write_golden() {
     let (kmaster_in, kquants_in) = kquant_files();
     let kmaster = brevis::compress(&kmaster_in, &brevis::Options::default()).unwrap();
     let kquants = brevis::compress_with_ref(&kquants_in, &kmaster_in, &opts.clone().with_chunk_bytes(5000)).unwrap();
+    // Version 10: `derive(q2_k)` and `derive(q3_k)`, against their BF16 master (lowmaster.brv).
+    let (lowmaster_in, lowbit_in) = lowbit_files();
+    let lowmaster = brevis::compress(&lowmaster_in, &brevis::Options::default()).unwrap();
+    let lowbit = brevis::compress_with_ref(&lowbit_in, &lowmaster_in, &opts.clone().with_chunk_bytes(5000)).unwrap();
     let mut manifest = String::new();
     for (name, archive, original, refname) in [
+        ("lowmaster", &lowmaster, &lowmaster_in, ""),
+        ("lowbit", &lowbit, &lowbit_in, " lowmaster.brv"),
         ("kmaster", &kmaster, &kmaster_in, ""),
         ("kquants", &kquants, &kquants_in, " kmaster.brv"),
         ("derive", &derive, &family, " silero.brv"),
@@ -649,6 +665,19 @@ fn golden_v9_archive_covers_derive() {
     assert_eq!(programs, ["derive(q4_k)[copyref]", "derive(q6_k)[copyref]", "derive(q5_k)[copyref]"]);
     assert!(brevis::internals::index(&a).tensors.iter().all(|t| t.chunks.len() >= 2));
     assert_eq!(brevis::decompress_with_ref(&archive, &kmaster, &Default::default()).unwrap(), kquants);
+}
+
+/// Version 10's golden archive holds `derive(q2_k)` and `derive(q3_k)` of llama-quantize's rows,
+/// over chunks that cut super-blocks.
+#[test]
+fn golden_v10_archive_covers_low_bit_k_quants() {
+    let (master, variant) = lowbit_files();
+    let archive = golden_archive(10, "lowbit.brv", &variant);
+    let a = brevis::Archive::open(&archive).unwrap();
+    let programs: Vec<String> = (0..a.len()).map(|i| a.info(i).unwrap().program()).collect();
+    assert_eq!(programs, ["derive(q2_k)[copyref]", "derive(q3_k)[copyref]"]);
+    assert!(brevis::internals::index(&a).tensors.iter().all(|t| t.chunks.len() >= 2));
+    assert_eq!(brevis::decompress_with_ref(&archive, &master, &Default::default()).unwrap(), variant);
 }
 
 /// Version 8's golden archive holds `sparse` at three group sizes over tensors that span several

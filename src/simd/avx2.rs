@@ -320,9 +320,9 @@ impl Search for KSearch {
         // SAFETY: only built by `derive` above, which runs on CPUs with AVX2.
         unsafe { make_qx_quants(nmax, x, l_out) }
     }
-    fn qkx2(&self, p: &Qkx2, l_out: &mut [[u8; 8]; 32]) -> ([f32; 8], [f32; 8]) {
+    fn qkx2<const N: usize, const MAD: bool>(&self, p: &Qkx2<N>, l_out: &mut [[u8; 8]; N]) -> ([f32; 8], [f32; 8]) {
         // SAFETY: as above.
-        unsafe { make_qkx2_quants(p, l_out) }
+        unsafe { make_qkx2_quants::<N, MAD>(p, l_out) }
     }
 }
 
@@ -414,15 +414,17 @@ fn make_qx_quants(nmax: i32, x: &Lanes<16>, l_out: &mut [[i8; 8]; 16]) -> [f32; 
 
 /// `kquants::make_qkx2_quants` in vectors.
 #[target_feature(enable = "avx2")]
-fn make_qkx2_quants(p: &Qkx2, l_out: &mut [[u8; 8]; 32]) -> ([f32; 8], [f32; 8]) {
+fn make_qkx2_quants<const N: usize, const MAD: bool>(p: &Qkx2<N>, l_out: &mut [[u8; 8]; N]) -> ([f32; 8], [f32; 8]) {
     let Qkx2 { nmax, x, w, rmin, nstep } = *p;
     let zero = _mm256_setzero_ps();
-    let xs: [__m256; 32] = std::array::from_fn(|i| load8(&x[i]));
-    let ws: [__m256; 32] = std::array::from_fn(|i| load8(&w[i]));
+    let sign = _mm256_set1_ps(-0.0);
+    let err = |diff: __m256| if MAD { _mm256_andnot_ps(sign, diff) } else { _mm256_mul_ps(diff, diff) };
+    let xs: [__m256; N] = std::array::from_fn(|i| load8(&x[i]));
+    let ws: [__m256; N] = std::array::from_fn(|i| load8(&w[i]));
     let (mut min, mut max) = (xs[0], xs[0]);
     let mut sum_w = ws[0];
     let mut sum_x = _mm256_mul_ps(sum_w, xs[0]);
-    for i in 1..32 {
+    for i in 1..N {
         min = _mm256_blendv_ps(min, xs[i], _mm256_cmp_ps::<_CMP_LT_OQ>(xs[i], min));
         max = _mm256_blendv_ps(max, xs[i], _mm256_cmp_ps::<_CMP_GT_OQ>(xs[i], max));
         sum_w = _mm256_add_ps(sum_w, ws[i]);
@@ -438,17 +440,17 @@ fn make_qkx2_quants(p: &Qkx2, l_out: &mut [[u8; 8]; 32]) -> ([f32; 8], [f32; 8])
     let iscale = _mm256_div_ps(_mm256_set1_ps(nmax as f32), _mm256_sub_ps(max, min));
     let mut scale = _mm256_div_ps(_mm256_set1_ps(1.0), iscale);
     let mut best_error = zero;
-    let mut best_l = [_mm256_setzero_si256(); 32];
-    for i in 0..32 {
+    let mut best_l = [_mm256_setzero_si256(); N];
+    for i in 0..N {
         best_l[i] = level(iscale, xs[i], min);
         let diff = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(scale, _mm256_cvtepi32_ps(best_l[i])), min), xs[i]);
-        best_error = _mm256_add_ps(best_error, _mm256_mul_ps(ws[i], _mm256_mul_ps(diff, diff)));
+        best_error = _mm256_add_ps(best_error, _mm256_mul_ps(ws[i], err(diff)));
     }
-    let mut laux = [_mm256_setzero_si256(); 32];
+    let mut laux = [_mm256_setzero_si256(); N];
     for is in 0..=nstep {
         let iscale = _mm256_div_ps(_mm256_set1_ps(rmin + 0.1 * is as f32 + nmax as f32), _mm256_sub_ps(max, min));
         let (mut sum_l, mut sum_l2, mut sum_xl) = (zero, zero, zero);
-        for i in 0..32 {
+        for i in 0..N {
             laux[i] = level(iscale, xs[i], min);
             let l = _mm256_cvtepi32_ps(laux[i]);
             let wl = _mm256_mul_ps(ws[i], l);
@@ -463,10 +465,10 @@ fn make_qkx2_quants(p: &Qkx2, l_out: &mut [[u8; 8]; 32]) -> ([f32; 8], [f32; 8])
         this_min = _mm256_blendv_ps(this_min, zero, pos);
         this_scale = _mm256_blendv_ps(this_scale, _mm256_div_ps(sum_xl, sum_l2), pos);
         let mut cur_error = zero;
-        for i in 0..32 {
+        for i in 0..N {
             let diff =
                 _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(this_scale, _mm256_cvtepi32_ps(laux[i])), this_min), xs[i]);
-            cur_error = _mm256_add_ps(cur_error, _mm256_mul_ps(ws[i], _mm256_mul_ps(diff, diff)));
+            cur_error = _mm256_add_ps(cur_error, _mm256_mul_ps(ws[i], err(diff)));
         }
         let better = _mm256_andnot_ps(
             flat,
@@ -487,5 +489,5 @@ fn make_qkx2_quants(p: &Qkx2, l_out: &mut [[u8; 8]; 32]) -> ([f32; 8], [f32; 8])
     }
     let scale = _mm256_andnot_ps(flat, scale);
     let min = _mm256_blendv_ps(min, flat_min, flat);
-    (store8(scale), store8(_mm256_xor_ps(min, _mm256_set1_ps(-0.0))))
+    (store8(scale), store8(_mm256_xor_ps(min, sign)))
 }

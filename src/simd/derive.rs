@@ -34,6 +34,13 @@ pub enum Kind {
     /// ggml Q6_K: super-blocks of 256, sixteen sub-blocks with a searched scale each
     /// (`make_qx_quants`), those quantized to 8 bits against an fp16 super-scale.
     Q6K,
+    /// ggml Q2_K: super-blocks of 256, sixteen sub-blocks of 2-bit quants with a searched scale
+    /// and min each (`make_qkx2_quants` by absolute error), those quantized to 4 bits against two
+    /// fp16 super-scales.
+    Q2K,
+    /// ggml Q3_K: super-blocks of 256, sixteen sub-blocks of 3-bit quants with a searched scale
+    /// each (`make_q3_quants`), those quantized to 6 bits against an fp16 super-scale.
+    Q3K,
 }
 
 impl Kind {
@@ -50,6 +57,8 @@ impl Kind {
             Kind::Q4K => (144, 256),
             Kind::Q5K => (176, 256),
             Kind::Q6K => (210, 256),
+            Kind::Q2K => (84, 256),
+            Kind::Q3K => (110, 256),
         }
     }
 }
@@ -276,6 +285,8 @@ pub fn derive_groups(
             match kind {
                 Kind::Q4K => super::kquants::q45_k(&x, 15, o, search),
                 Kind::Q5K => super::kquants::q45_k(&x, 31, o, search),
+                Kind::Q2K => super::kquants::q2_k(&x, o, search),
+                Kind::Q3K => super::kquants::q3_k(&x, o),
                 _ => super::kquants::q6_k(&x, o, search),
             }
         }

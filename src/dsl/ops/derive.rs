@@ -1,4 +1,4 @@
-//! `derive(k)` (id 0x43, format version 9): the reference that the program below reads is not the
+//! `derive(k)` (id 0x43, format version 9; the derivations `q2_k` and `q3_k` from version 10): the reference that the program below reads is not the
 //! reference tensor as it is but **derivation `k` of it**: the tensor the transform that made
 //! this one (a cast, a GGUF quantizer) gives when run on the reference. `xorref`, `subref` and
 //! `copyref` under it then code only where the prediction misses (`derive(q8_0)[copyref]` is a
@@ -21,7 +21,7 @@ use crate::source::Bytes;
 use crate::tensor::DType;
 
 impl Kind {
-    pub const ALL: [Kind; 12] = [
+    pub const ALL: [Kind; 14] = [
         Kind::Bf16Rne,
         Kind::Bf16Trunc,
         Kind::F16Rne,
@@ -34,6 +34,8 @@ impl Kind {
         Kind::Q4K,
         Kind::Q5K,
         Kind::Q6K,
+        Kind::Q2K,
+        Kind::Q3K,
     ];
 
     pub fn id(self) -> u8 {
@@ -50,6 +52,8 @@ impl Kind {
             Kind::Q4K => 13,
             Kind::Q5K => 14,
             Kind::Q6K => 15,
+            Kind::Q2K => 16,
+            Kind::Q3K => 17,
         }
     }
 
@@ -71,6 +75,8 @@ impl Kind {
             Kind::Q4K => "q4_k",
             Kind::Q5K => "q5_k",
             Kind::Q6K => "q6_k",
+            Kind::Q2K => "q2_k",
+            Kind::Q3K => "q3_k",
         }
     }
 
@@ -102,6 +108,8 @@ impl Kind {
             (_, "Q4_K") => vec![Kind::Q4K],
             (_, "Q5_K") => vec![Kind::Q5K],
             (_, "Q6_K") => vec![Kind::Q6K],
+            (_, "Q2_K") => vec![Kind::Q2K],
+            (_, "Q3_K") => vec![Kind::Q3K],
             _ => Vec::new(),
         }
     }
