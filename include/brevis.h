@@ -627,8 +627,9 @@ void brevis_archive_free(brevis_archive *a);
  * precision down and each may use only a file ranked before it, so references form no cycles;
  * the one whose tensors predict most of a file's tensor bytes (identical tensors, the same
  * content, or a cast or quantization of them) is chosen when it predicts at least a quarter of
- * them. Each file is mapped while the choice is made. `opts` NULL uses the defaults
- * (`BREVIS_OPTION_THREADS` and `BREVIS_OPTION_MEMORY_LIMIT` apply).
+ * them. The files are read in windows (memory stays near `BREVIS_OPTION_MEMORY_LIMIT` whatever
+ * their sizes). `opts` NULL uses the defaults (`BREVIS_OPTION_THREADS` and
+ * `BREVIS_OPTION_MEMORY_LIMIT` apply).
  *
  * # Safety
  * `paths` must point to `count` NUL-terminated strings (it may be NULL when `count` is 0),

@@ -31,7 +31,15 @@ pub fn compress_with_ref(input: &[u8], reference: &[u8], opts: &Options) -> Resu
 /// the one whose tensors predict most of its tensor bytes (identical tensors, the same content,
 /// or a cast or quantization of them) is chosen when it predicts at least a quarter of them.
 pub fn family_references(files: &[&[u8]], opts: &Options) -> Result<Vec<Option<usize>>> {
-    pool(opts.threads)?.install(|| crate::family::references(files, opts.memory_limit))
+    let sources: Vec<Source> = files.iter().map(|f| Source::Memory(f)).collect();
+    pool(opts.threads)?.install(|| crate::family::references(&sources, opts.memory_limit))
+}
+
+/// [`family_references`] of files, read in windows: memory stays bounded (within
+/// [`Options::memory_limit`]) whatever their sizes. The files must not change meanwhile.
+pub fn family_references_of_files(files: &[&std::fs::File], opts: &Options) -> Result<Vec<Option<usize>>> {
+    let sources: Vec<Source> = files.iter().map(|f| Source::file(f)).collect::<Result<_>>()?;
+    pool(opts.threads)?.install(|| crate::family::references(&sources, opts.memory_limit))
 }
 
 /// Compresses the file `input` into `output` with memory bounded by about

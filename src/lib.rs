@@ -61,7 +61,8 @@ pub mod internals;
 
 pub use api::{
     compress, compress_file, compress_file_with_ref, compress_with_ref, decompress, decompress_file,
-    decompress_file_with_ref, decompress_with, decompress_with_ref, family_references, learn_prior,
+    decompress_file_with_ref, decompress_with, decompress_with_ref, family_references, family_references_of_files,
+    learn_prior,
 };
 pub use archive::{Archive, GgufTensor, GgufView, TensorInfo, TensorReference};
 pub use container::FileRef;

@@ -3,7 +3,6 @@
 
 use super::*;
 use crate::archive::Archive;
-use crate::source::MappedFile;
 
 /// A file's identity as an archive records it: its size in bytes and the xxh3-64 of its bytes.
 #[repr(C)]
@@ -28,8 +27,9 @@ impl From<crate::container::FileRef> for brevis_file_identity {
 /// precision down and each may use only a file ranked before it, so references form no cycles;
 /// the one whose tensors predict most of a file's tensor bytes (identical tensors, the same
 /// content, or a cast or quantization of them) is chosen when it predicts at least a quarter of
-/// them. Each file is mapped while the choice is made. `opts` NULL uses the defaults
-/// (`BREVIS_OPTION_THREADS` and `BREVIS_OPTION_MEMORY_LIMIT` apply).
+/// them. The files are read in windows (memory stays near `BREVIS_OPTION_MEMORY_LIMIT` whatever
+/// their sizes). `opts` NULL uses the defaults (`BREVIS_OPTION_THREADS` and
+/// `BREVIS_OPTION_MEMORY_LIMIT` apply).
 ///
 /// # Safety
 /// `paths` must point to `count` NUL-terminated strings (it may be NULL when `count` is 0),
@@ -49,12 +49,12 @@ pub unsafe extern "C" fn brevis_family_references(
         for i in 0..count {
             // SAFETY: `paths` holds `count` pointers to NUL-terminated strings (the contract).
             let path = unsafe { super::codec::path_of(*paths.add(i)) }?;
-            files.push(MappedFile::open(&path).map_err(|_| BREVIS_ERROR_IO)?);
+            files.push(std::fs::File::open(&path).map_err(|_| BREVIS_ERROR_IO)?);
         }
         // SAFETY: the contract; refs is valid for `count` writes.
         let settings = unsafe { settings(opts) };
-        let slices: Vec<&[u8]> = files.iter().map(|f| &f[..]).collect();
-        let chosen = crate::api::family_references(&slices, &settings.compress)?;
+        let files: Vec<&std::fs::File> = files.iter().collect();
+        let chosen = crate::api::family_references_of_files(&files, &settings.compress)?;
         if count > 0 {
             // SAFETY: `refs` is valid for `count` writes (the contract) and not NULL (checked).
             let out = unsafe { std::slice::from_raw_parts_mut(refs, count) };

@@ -29,16 +29,6 @@ pub(crate) fn spans_of(input: Source, memory_limit: u64) -> Result<Spans> {
     Ok(Spans { spans, data_start, gguf: false })
 }
 
-/// The tensor spans of a GGUF file (it starts with `GGUF`) or else of a safetensors file, sorted
-/// by offset; or why the file is not a consistent one.
-pub fn layout(file: &[u8]) -> std::result::Result<Vec<safetensors::TensorSpan>, String> {
-    if file.starts_with(gguf::MAGIC) {
-        gguf::layout(file)
-    } else {
-        safetensors::layout(file)
-    }
-}
-
 /// A safetensors dtype. Unknown dtype strings are kept and coded as bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DType {

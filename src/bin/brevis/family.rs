@@ -4,7 +4,7 @@
 //! needs, given the restored file as its reference. The archive records the reference's identity
 //! (size and hash, not its path), so renaming files keeps a family decodable.
 
-use crate::fsio::read_input;
+use crate::fsio::open_regular;
 use crate::jobs::{Dst, Plan, Src};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -21,18 +21,21 @@ pub fn references(plan: &mut Plan, memory_limit: u64, quiet: bool) -> Result<Has
             Src::Stdin => None,
         })
         .collect();
-    // A file that cannot be read is coded alone (its own job reports the error).
-    let inputs: Vec<Option<_>> = paths.iter().map(|p| read_input(p).ok()).collect();
-    let slices: Vec<&[u8]> = inputs.iter().map(|i| i.as_deref().unwrap_or(&[])).collect();
+    // A file that cannot be read is coded alone (its own job reports the error). The files are
+    // read in windows, within the memory limit.
+    let readable: Vec<(&PathBuf, std::fs::File)> =
+        paths.iter().filter_map(|p| open_regular(p).ok().map(|(f, _)| (p, f))).collect();
+    let files: Vec<&std::fs::File> = readable.iter().map(|(_, f)| f).collect();
     let opts = brevis::Options::default().with_memory_limit(memory_limit);
-    let chosen = brevis::family_references(&slices, &opts).map_err(|e| format!("choosing references: {e}"))?;
+    let chosen = brevis::family_references_of_files(&files, &opts).map_err(|e| format!("choosing references: {e}"))?;
     let mut map = HashMap::new();
     for (i, r) in chosen.iter().enumerate() {
         if let Some(r) = r {
+            let (path, reference) = (readable[i].0, readable[*r].0);
             if !quiet {
-                eprintln!("brevis: {} against {}", paths[i].display(), paths[*r].display());
+                eprintln!("brevis: {} against {}", path.display(), reference.display());
             }
-            map.insert(paths[i].clone(), paths[*r].clone());
+            map.insert(path.clone(), reference.clone());
         }
     }
     let depth = |p: &PathBuf| std::iter::successors(Some(p), |q| map.get(*q)).count();
