@@ -11,6 +11,7 @@ use crate::tensor::safetensors::TensorSpan;
 use crate::tensor::spans_of;
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::sync::OnceLock;
 
 /// A reference checkpoint: the original bytes of a safetensors or GGUF file (given directly, or
 /// decoded from a Brevis archive) and its tensors by name. Its bytes are read in windows where
@@ -18,7 +19,9 @@ use std::collections::HashMap;
 pub struct Reference<'a> {
     store: Store<'a>,
     by_name: HashMap<String, TensorSpan>,
-    identity: FileRef,
+    /// Its size and hash, hashed when first asked for (choosing a family's references, or
+    /// compressing with no tensor that uses it, never needs it).
+    identity: OnceLock<FileRef>,
 }
 
 /// Where a reference's bytes are.
@@ -56,13 +59,16 @@ impl<'a> Reference<'a> {
     fn of(store: Store<'_>, memory_limit: u64) -> Result<Reference<'_>> {
         let src = source(&store);
         let by_name = spans_of(src, memory_limit)?.spans.into_iter().map(|s| (s.name.clone(), s)).collect();
-        let identity = FileRef { size: src.len(), hash: xxh3_64_of(&src.all()?, WINDOW)? };
-        Ok(Reference { store, by_name, identity })
+        Ok(Reference { store, by_name, identity: OnceLock::new() })
     }
 
     /// The same reference, reading this one's bytes.
     pub fn borrowed(&self) -> Reference<'_> {
-        Reference { store: Store::Source(self.source()), by_name: self.by_name.clone(), identity: self.identity }
+        Reference {
+            store: Store::Source(self.source()),
+            by_name: self.by_name.clone(),
+            identity: self.identity.clone(),
+        }
     }
 
     /// The reference's original bytes.
@@ -70,8 +76,14 @@ impl<'a> Reference<'a> {
         source(&self.store)
     }
 
-    pub fn identity(&self) -> FileRef {
-        self.identity
+    /// Its size and xxh3-64 (hashed in windows the first time).
+    pub fn identity(&self) -> Result<FileRef> {
+        if let Some(id) = self.identity.get() {
+            return Ok(*id);
+        }
+        let src = self.source();
+        let id = FileRef { size: src.len(), hash: xxh3_64_of(&src.all()?, WINDOW)? };
+        Ok(*self.identity.get_or_init(|| id))
     }
 
     /// The bytes of reference tensor `name`.
@@ -97,10 +109,11 @@ impl<'a> Reference<'a> {
     /// Checks that this is the reference `index` was made against, tensor by tensor.
     pub fn check(&self, index: &Index) -> Result<()> {
         let Some(want) = index.reference else { return Ok(()) };
-        if want != self.identity {
+        let have = self.identity()?;
+        if want != have {
             return Err(Error::invalid(format!(
                 "wrong reference: this archive was made against a file of {} bytes with xxh3 {:016x}; the one given has {} bytes and xxh3 {:016x}",
-                want.size, want.hash, self.identity.size, self.identity.hash
+                want.size, want.hash, have.size, have.hash
             )));
         }
         for t in &index.tensors {

@@ -452,7 +452,7 @@ fn index(
         version: container::VERSION,
         original_size: input.len(),
         original_hash,
-        reference: refs.filter(|_| uses_ref).map(|r| r.identity()),
+        reference: refs.filter(|_| uses_ref).map(|r| r.identity()).transpose()?,
         chunk_bytes: opts.chunk_bytes as u64,
         residue,
         tensors,

@@ -1,5 +1,5 @@
-//! `derive(k)` (id 0x43, format version 9; the derivations `q2_k` and `q3_k` from version 10): the reference that the program below reads is not the
-//! reference tensor as it is but **derivation `k` of it**: the tensor the transform that made
+//! `derive(k)` (id 0x43, format version 9; the derivations `q2_k` and `q3_k` from version 10):
+//! the reference that the program below reads is not the reference tensor as it is but **derivation `k` of it**: the tensor the transform that made
 //! this one (a cast, a GGUF quantizer) gives when run on the reference. `xorref`, `subref` and
 //! `copyref` under it then code only where the prediction misses (`derive(q8_0)[copyref]` is a
 //! Q8_0 tensor that is exactly the reference quantizer's output, and costs no payload).
