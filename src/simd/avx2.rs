@@ -330,7 +330,9 @@ impl Search for KSearch {
 #[target_feature(enable = "avx2")]
 fn nearest8(v: __m256) -> __m256i {
     let t = _mm256_castps_si256(_mm256_add_ps(v, _mm256_set1_ps(12_582_912.0)));
-    _mm256_sub_epi32(_mm256_and_si256(t, _mm256_set1_epi32(0x007f_ffff)), _mm256_set1_epi32(0x0040_0000))
+    let l = _mm256_sub_epi32(_mm256_and_si256(t, _mm256_set1_epi32(0x007f_ffff)), _mm256_set1_epi32(0x0040_0000));
+    // NaN lanes give 0, as at the scalar level.
+    _mm256_and_si256(l, _mm256_castps_si256(_mm256_cmp_ps::<_CMP_ORD_Q>(v, v)))
 }
 
 #[target_feature(enable = "avx2")]

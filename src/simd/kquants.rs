@@ -5,10 +5,18 @@
 //! products left to right, no fused multiply-add (ggml-base is built for the baseline
 //! instruction set, which has none), so the bytes are the same.
 
-/// ggml's `nearest_int`: round to nearest, ties to even, for `|x| < 2^22`.
+/// ggml's `nearest_int`: round to nearest, ties to even, for `|x| < 2^22`. A NaN gives 0: in
+/// the C code its payload reaches the result, and which operand's payload an addition keeps is
+/// the compiler's choice (it may swap them), so the encoder's and the decoder's builds could
+/// disagree; 0 is what the C code gives for x86's default NaN, the one arithmetic makes.
 #[inline(always)]
 pub fn nearest_int(x: f32) -> i32 {
-    ((x + 12_582_912.0).to_bits() & 0x007f_ffff) as i32 - 0x0040_0000
+    let l = ((x + 12_582_912.0).to_bits() & 0x007f_ffff) as i32 - 0x0040_0000;
+    if x.is_nan() {
+        0
+    } else {
+        l
+    }
 }
 
 /// Eight sub-blocks side by side: `v[i][k]` is value `i` of sub-block `k`. Each lane runs the C
