@@ -1,7 +1,8 @@
 //! The field kernels of the decoder at every CPU level this machine has: bit unpacking into bytes
 //! and 16-bit words, the `fields` merge of bf16 words, and the two-byte-plane merge; and the
 //! XXH3-64 checksum of a 1 MiB chunk (`brevis::internals::hash`) against xxhash-rust's; and the
-//! derivations of `derive` (casts and ggml reference quantizers, K-quants included) from f32.
+//! derivations of `derive` (casts and ggml reference quantizers, K-quants included) from f32; and
+//! the quant kernels of `blocks` (Q4_0/Q5_0, Q4_K/Q5_K and Q6_K quants into their blocks).
 
 use brevis::internals::coder::pack;
 use brevis::internals::simd::{self, Isa};
@@ -77,6 +78,30 @@ fn bench(c: &mut Criterion) {
     }
     g.finish();
     derivations(c, &w, &isas);
+    quant_blocks(c, &w, &isas);
+}
+
+/// The quants of 2^20 elements written into their blocks, per level: values per second.
+fn quant_blocks(c: &mut Criterion, w: &[u16], isas: &[Isa]) {
+    let vals: Vec<u8> = w.iter().map(|&v| v as u8 & 31).collect();
+    let mut g = c.benchmark_group("blocks");
+    g.sample_size(10).measurement_time(Duration::from_secs(1)).warm_up_time(Duration::from_millis(200));
+    g.throughput(Throughput::Elements(N as u64));
+    for &l in isas {
+        let mut body = vec![0u8; N / 32 * 22];
+        g.bench_function(BenchmarkId::new("q5_0_quants", l.name()), |b| {
+            b.iter(|| simd::nibble_blocks_at(l, &vals, &mut body, 22, 6, Some(2)))
+        });
+        let mut body = vec![0u8; N / 256 * 176];
+        g.bench_function(BenchmarkId::new("q5_k_quants", l.name()), |b| {
+            b.iter(|| simd::k_nibble_blocks_at(l, &vals, &mut body, 176, 48, Some(16)))
+        });
+        let mut body = vec![0u8; N / 256 * 210];
+        g.bench_function(BenchmarkId::new("q6_k_quants", l.name()), |b| {
+            b.iter(|| simd::six_bit_blocks_at(l, &vals, &mut body, 210, 0, 128))
+        });
+    }
+    g.finish();
 }
 
 /// Each derivation of 2^16 f32 weights (a smooth spread of magnitudes), per level: values per

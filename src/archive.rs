@@ -501,50 +501,72 @@ impl<'a> Archive<'a> {
     /// writing) with positioned writes: each worker decodes a chunk into a buffer of its own and
     /// writes it at its place, so that decoding and writing overlap without a writer thread, and
     /// memory holds one chunk per worker. The file is set to the original's length first. With
-    /// `opts.verify`, the file is then read back and its whole-file checksum verified (what was
-    /// written, not only what was decoded). Returns the bytes written; on error the file's
-    /// contents are unspecified (callers write to a temporary file).
+    /// `opts.verify`, the whole-file checksum is verified as it is written: each chunk's part
+    /// is summed while it is still in cache, the bytes between chunks (residue spans, checksum
+    /// blocks cut by a chunk's ends) are read back from the file. The chunks are decoded in
+    /// windows of about `opts.memory_limit` bytes of output, whose sums (a sixteenth of it) are
+    /// folded in order after each. Returns the bytes written; on error the file's contents are
+    /// unspecified (callers write to a temporary file).
     pub fn decompress_to_file(&self, file: &std::fs::File, opts: &DecodeOptions) -> Result<u64> {
         let pieces = self.pieces()?;
-        file.set_len(self.index.original_size).map_err(Error::write)?;
+        let size = self.index.original_size;
+        let len = usize::try_from(size).map_err(|_| Error::Limit("original too large for this machine".into()))?;
+        file.set_len(size).map_err(Error::write)?;
         let mut chunks = Vec::new();
-        let mut pos = 0u64;
+        let mut pos = 0usize;
         for p in &pieces {
             match *p {
                 Piece::Residue(a, b) => {
-                    write_all_at(file, &self.index.residue[a..b], pos)?;
-                    pos += (b - a) as u64;
+                    write_all_at(file, &self.index.residue[a..b], pos as u64)?;
+                    pos += b - a;
                     add_progress(opts, std::slice::from_ref(p));
                 }
-                Piece::Chunk { t, c, len } => {
-                    chunks.push((t, c, len, pos));
-                    pos += len as u64;
+                Piece::Chunk { t, c, len: n } => {
+                    chunks.push((t, c, n, pos));
+                    pos += n;
                 }
             }
         }
         thread_local! {
             static BUF: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
         }
-        work::pool(opts.threads)?.install(|| {
-            chunks.par_iter().with_max_len(1).try_for_each(|&(t, c, len, at)| {
-                let mut buf = BUF.take();
-                // Every byte is written by the decoder: what is reused needs no clearing.
-                buf.resize(len, 0);
-                let r = self.decode_chunk(t, c, &mut buf[..len]).and_then(|()| write_all_at(file, &buf[..len], at));
-                BUF.set(buf);
-                if let Some(p) = &opts.progress {
-                    p.fetch_add(len as u64, std::sync::atomic::Ordering::Relaxed);
+        // Decodes and writes one chunk; returns the sums of the checksum blocks within it.
+        let one = |&(t, c, n, at): &(usize, usize, usize, usize)| -> Result<Vec<hash::BlockSum>> {
+            let mut buf = BUF.take();
+            // Every byte is written by the decoder: what is reused needs no clearing.
+            buf.resize(n, 0);
+            let r = self.decode_chunk(t, c, &mut buf[..n]).and_then(|()| write_all_at(file, &buf[..n], at as u64));
+            let mut sums = Vec::new();
+            if r.is_ok() && opts.verify {
+                sums.resize(hash::blocks_in(at, at + n, len).len(), [0u64; 8]);
+                hash::piece_sums(&buf[..n], at, len, &mut sums);
+            }
+            BUF.set(buf);
+            if let Some(p) = &opts.progress {
+                p.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+            }
+            r.map(|()| sums)
+        };
+        let written = Source::file(file)?.all()?;
+        let mut folder = hash::Folder::new(len);
+        let window = usize::try_from(opts.memory_limit).unwrap_or(usize::MAX).max(16 << 20);
+        let pool = work::pool(opts.threads)?;
+        let mut rest = &chunks[..];
+        while let Some(&(.., start)) = rest.first() {
+            let k = rest.iter().take_while(|&&(.., at)| at - start < window).count();
+            let (now, later) = rest.split_at(k);
+            rest = later;
+            let sums = pool.install(|| now.par_iter().with_max_len(1).map(one).collect::<Result<Vec<_>>>())?;
+            for (&(_, _, n, at), s) in now.iter().zip(&sums) {
+                if opts.verify {
+                    folder.fold(hash::blocks_in(at, at + n, len).start, s, &written)?;
                 }
-                r
-            })
-        })?;
-        if opts.verify {
-            let h = hash::xxh3_64_of(&Source::file(file)?.all()?, 1 << 20)?;
-            if h != self.index.original_hash {
-                return Err(Error::Checksum("whole file (as written)".into()));
             }
         }
-        Ok(self.index.original_size)
+        if opts.verify && folder.finish(&written)? != self.index.original_hash {
+            return Err(Error::Checksum("whole file (as written)".into()));
+        }
+        Ok(size)
     }
 
     /// The pieces of the original in file order, once the archive can be decoded whole (a

@@ -262,6 +262,53 @@ fn nibble_blocks_every_level() {
     }
 }
 
+/// `six_bit_blocks` (Q6_K's quants) and `k_nibble_blocks` (Q4_K's and Q5_K's) at every level
+/// write what ggml's layouts say, ignore the bits above a value's width the same way, and leave
+/// the other bytes of each block alone.
+#[test]
+fn k_quant_blocks_every_level() {
+    for k in [0usize, 1, 2, 7, 40] {
+        let vals: Vec<u8> = values(k as u64 + 3, 256 * k, 8).into_iter().map(|v| v as u8).collect();
+        // Q6_K: ql at 0, qh at 128, 210-byte blocks.
+        let mut want = vec![0xA5u8; 210 * k];
+        for (blk, vs) in want.chunks_exact_mut(210).zip(vals.chunks_exact(256)) {
+            blk[..192].fill(0);
+            for (e, &v) in vs.iter().enumerate() {
+                let (n, g, l) = (e / 128, (e / 32) % 4, e % 32);
+                blk[64 * n + 32 * (g & 1) + l] |= (v & 15) << (4 * (g >> 1));
+                blk[128 + 32 * n + l] |= (v >> 4 & 3) << (2 * g);
+            }
+        }
+        for isa in simd::available() {
+            let mut got = vec![0xA5u8; 210 * k];
+            simd::six_bit_blocks_at(isa, &vals, &mut got, 210, 0, 128);
+            assert!(got == want, "six bits, isa {isa:?} k {k}");
+        }
+        // Q4_K (qs at 16, 144-byte blocks) and Q5_K (qh at 16, qs at 48, 176-byte blocks).
+        for (b, qs, qh) in [(144, 16, None), (176, 48, Some(16))] {
+            let mut want = vec![0xA5u8; b * k];
+            for (blk, vs) in want.chunks_exact_mut(b).zip(vals.chunks_exact(256)) {
+                blk[qs..qs + 128].fill(0);
+                if let Some(q) = qh {
+                    blk[q..q + 32].fill(0);
+                }
+                for (e, &v) in vs.iter().enumerate() {
+                    let (g, h, l) = (e / 64, (e / 32) % 2, e % 32);
+                    blk[qs + 32 * g + l] |= (v & 15) << (4 * h);
+                    if let Some(q) = qh {
+                        blk[q + l] |= (v >> 4 & 1) << (2 * g + h);
+                    }
+                }
+            }
+            for isa in simd::available() {
+                let mut got = vec![0xA5u8; b * k];
+                simd::k_nibble_blocks_at(isa, &vals, &mut got, b, qs, qh);
+                assert!(got == want, "nibbles, isa {isa:?} block {b} k {k}");
+            }
+        }
+    }
+}
+
 #[test]
 fn environment_only_lowers_the_level() {
     use brevis::internals::simd::lowered;

@@ -299,6 +299,25 @@ pub unsafe fn nibble_blocks(vals: &[u8], body: &mut [u8], b: usize, qs: usize, q
     k
 }
 
+/// [`super::six_bit_blocks`]: the scalar level's body compiled for AVX2 (its loops over
+/// fixed-size arrays vectorize to 256-bit shifts, masks and ors; the bytes are the same).
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+pub unsafe fn six_bit_blocks(vals: &[u8], body: &mut [u8], b: usize, ql: usize, qh: usize) {
+    super::scalar::six_bit_blocks(vals, body, b, ql, qh)
+}
+
+/// [`super::k_nibble_blocks`]: the scalar level's body compiled for AVX2 (the same bytes).
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+pub unsafe fn k_nibble_blocks(vals: &[u8], body: &mut [u8], b: usize, qs: usize, qh: Option<usize>) {
+    super::scalar::k_nibble_blocks(vals, body, b, qs, qh)
+}
+
 /// [`super::derive()`]: the same kernel as the scalar level, compiled for AVX2 (eight f32 lanes:
 /// the conversions, block maxima and quantizations vectorize; no FMA, so every product and sum
 /// is rounded as at the scalar level and the bytes are the same).

@@ -349,6 +349,48 @@ pub fn nibble_blocks_at(isa: Isa, vals: &[u8], body: &mut [u8], b: usize, qs: us
     scalar::nibble_blocks(vals, body, b, qs, qh, 0)
 }
 
+/// Writes 6-bit quants (bytes, 256 per block) into the blocks of `body` (blocks of `b` bytes),
+/// as ggml's Q6_K holds them: value `128 n + 32 g + l` puts its low nibble in nibble `g >> 1` of
+/// byte `ql + 64 n + 32 (g & 1) + l` and its bits 4-5 in bits `2 g` of byte `qh + 32 n + l`.
+/// Bits 6-7 of each value are ignored.
+pub fn six_bit_blocks(vals: &[u8], body: &mut [u8], b: usize, ql: usize, qh: usize) {
+    six_bit_blocks_at(isa(), vals, body, b, ql, qh)
+}
+
+/// [`six_bit_blocks`] at a given level.
+pub fn six_bit_blocks_at(isa: Isa, vals: &[u8], body: &mut [u8], b: usize, ql: usize, qh: usize) {
+    assert!(ql + 128 <= b && qh + 64 <= b);
+    #[cfg(target_arch = "x86_64")]
+    if isa.min(detected()) >= Isa::Avx2 {
+        // SAFETY: AVX2 was detected on this CPU (every level from AVX2 up has it); the field
+        // offsets lie within a block (asserted above).
+        return unsafe { avx2::six_bit_blocks(vals, body, b, ql, qh) };
+    }
+    let _ = isa;
+    scalar::six_bit_blocks(vals, body, b, ql, qh)
+}
+
+/// Writes 4- or 5-bit quants (bytes, 256 per block) into the blocks of `body` (blocks of `b`
+/// bytes), as ggml's Q4_K and Q5_K hold them: value `64 g + 32 h + l` puts its low nibble in
+/// nibble `h` of byte `qs + 32 g + l` and, with `qh`, its bit 4 in bit `2 g + h` of byte
+/// `qh + l`. The other bits of each value are ignored.
+pub fn k_nibble_blocks(vals: &[u8], body: &mut [u8], b: usize, qs: usize, qh: Option<usize>) {
+    k_nibble_blocks_at(isa(), vals, body, b, qs, qh)
+}
+
+/// [`k_nibble_blocks`] at a given level.
+pub fn k_nibble_blocks_at(isa: Isa, vals: &[u8], body: &mut [u8], b: usize, qs: usize, qh: Option<usize>) {
+    assert!(qs + 128 <= b && qh.is_none_or(|q| q + 32 <= b));
+    #[cfg(target_arch = "x86_64")]
+    if isa.min(detected()) >= Isa::Avx2 {
+        // SAFETY: AVX2 was detected on this CPU (every level from AVX2 up has it); the field
+        // offsets lie within a block (asserted above).
+        return unsafe { avx2::k_nibble_blocks(vals, body, b, qs, qh) };
+    }
+    let _ = isa;
+    scalar::k_nibble_blocks(vals, body, b, qs, qh)
+}
+
 /// [`merge_planes16`] at a given level.
 pub fn merge_planes16_at(isa: Isa, hi: &[u8], lo: &[u8], shift: u32, out: &mut [u16]) {
     check_merge(hi.len(), lo.len(), out.len(), out.len());

@@ -162,6 +162,46 @@ pub fn nibble_blocks(vals: &[u8], body: &mut [u8], b: usize, qs: usize, qh: Opti
     }
 }
 
+/// See [`super::six_bit_blocks`]: per half block, the 128 values as fixed-size arrays, so that
+/// the compiler vectorizes the loop at any level (the AVX2 level compiles this same body).
+#[inline(always)]
+pub fn six_bit_blocks(vals: &[u8], body: &mut [u8], b: usize, ql: usize, qh: usize) {
+    for (blk, vs) in body.chunks_exact_mut(b).zip(vals.chunks_exact(256)) {
+        for n in 0..2 {
+            let v: &[u8; 128] = vs[128 * n..128 * n + 128].try_into().unwrap();
+            let (mut lo, mut hi) = ([0u8; 64], [0u8; 32]);
+            for l in 0..32 {
+                lo[l] = (v[l] & 15) | (v[64 + l] & 15) << 4;
+                lo[32 + l] = (v[32 + l] & 15) | (v[96 + l] & 15) << 4;
+                hi[l] =
+                    (v[l] >> 4 & 3) | (v[32 + l] >> 4 & 3) << 2 | (v[64 + l] >> 4 & 3) << 4 | (v[96 + l] >> 4 & 3) << 6;
+            }
+            blk[ql + 64 * n..ql + 64 * n + 64].copy_from_slice(&lo);
+            blk[qh + 32 * n..qh + 32 * n + 32].copy_from_slice(&hi);
+        }
+    }
+}
+
+/// See [`super::k_nibble_blocks`]: per block, the values in groups of 64 as fixed-size arrays
+/// (vectorized at any level, like [`six_bit_blocks`]).
+#[inline(always)]
+pub fn k_nibble_blocks(vals: &[u8], body: &mut [u8], b: usize, qs: usize, qh: Option<usize>) {
+    for (blk, vs) in body.chunks_exact_mut(b).zip(vals.chunks_exact(256)) {
+        let (mut q, mut h) = ([0u8; 128], [0u8; 32]);
+        for g in 0..4 {
+            let v: &[u8; 64] = vs[64 * g..64 * g + 64].try_into().unwrap();
+            for l in 0..32 {
+                q[32 * g + l] = (v[l] & 15) | (v[32 + l] & 15) << 4;
+                h[l] |= (v[l] >> 4 & 1) << (2 * g) | (v[32 + l] >> 4 & 1) << (2 * g + 1);
+            }
+        }
+        blk[qs..qs + 128].copy_from_slice(&q);
+        if let Some(o) = qh {
+            blk[o..o + 32].copy_from_slice(&h);
+        }
+    }
+}
+
 /// [`super::derive()`] without vector extensions beyond the target's baseline.
 pub fn derive(kind: super::derive::Kind, src: super::derive::Src, reference: &[u8], e0: usize, out: &mut [u8]) {
     super::derive::derive_groups(kind, src, reference, e0, out, &super::kquants::Scalar)

@@ -51,6 +51,9 @@ enum Kind {
     /// Q6_K's 256 quants: element `128 n + 32 g + l` is nibble `g >> 1` of byte
     /// `ql + 64 n + 32 (g & 1) + l` with bits `2 g .. 2 g + 2` of byte `qh + 32 n + l` above it.
     SixBit { ql: usize, qh: usize },
+    /// Q4_K's and Q5_K's 256 quants: element `64 g + 32 h + l` is nibble `h` of byte
+    /// `qs + 32 g + l`, with (Q5_K) bit 4 from bit `2 g + h` of byte `qh + l`.
+    KNibbles { qs: usize, qh: Option<usize> },
     /// Anything else: the pieces, `ppv` per value (padded with empty pieces).
     Pieces { ppv: usize },
 }
@@ -167,7 +170,7 @@ fn gather<T: Word>(f: &Field, body: &[u8], b: usize, k: usize) -> Vec<T> {
                 }
             }
         }
-        Kind::Pieces { .. } | Kind::SixBit { .. } => {
+        Kind::Pieces { .. } | Kind::SixBit { .. } | Kind::KNibbles { .. } => {
             let ppv = f.pieces.iter().map(|v| v.len()).max().unwrap_or(0);
             let flat = f.flat(ppv);
             for (blk, o) in blocks {
@@ -229,6 +232,17 @@ fn scatter_bytes(vals: &[u8], body: &mut [u8], b: usize, off: usize, m: usize) {
     }
 }
 
+/// [`scatter`] of byte values: the kernels take them as they are.
+fn scatter_u8(f: &Field, vals: &[u8], body: &mut [u8], b: usize) {
+    match f.kind {
+        Kind::Bytes { off, n: 1 } => scatter_bytes(vals, body, b, off, f.count()),
+        Kind::Nibbles { qs, qh } => crate::simd::nibble_blocks(vals, body, b, qs, qh),
+        Kind::SixBit { ql, qh } => crate::simd::six_bit_blocks(vals, body, b, ql, qh),
+        Kind::KNibbles { qs, qh } => crate::simd::k_nibble_blocks(vals, body, b, qs, qh),
+        _ => scatter(f, vals, body, b),
+    }
+}
+
 /// Writes the values of field `f` into the `k` blocks of `body` (zeroed where the field lies).
 fn scatter<T: Word>(f: &Field, vals: &[T], body: &mut [u8], b: usize) {
     let m = f.count();
@@ -263,18 +277,14 @@ fn scatter<T: Word>(f: &Field, vals: &[T], body: &mut [u8], b: usize) {
             let bytes: Vec<u8> = vals.iter().map(|v| v.to_u64() as u8).collect();
             crate::simd::nibble_blocks(&bytes, body, b, qs, qh)
         }
+        // The kernels read bits 0..6 of each value, which the low byte holds.
         Kind::SixBit { ql, qh } => {
-            for (blk, vs) in blocks {
-                for (n, v) in vs.chunks_exact(128).enumerate() {
-                    let q = |i: usize, shift: u32, mask: u64| ((v[i].to_u64() >> shift) & mask) as u8;
-                    for l in 0..32 {
-                        blk[ql + 64 * n + l] = q(l, 0, 15) | q(64 + l, 0, 15) << 4;
-                        blk[ql + 64 * n + 32 + l] = q(32 + l, 0, 15) | q(96 + l, 0, 15) << 4;
-                        blk[qh + 32 * n + l] =
-                            q(l, 4, 3) | q(32 + l, 4, 3) << 2 | q(64 + l, 4, 3) << 4 | q(96 + l, 4, 3) << 6;
-                    }
-                }
-            }
+            let bytes: Vec<u8> = vals.iter().map(|v| v.to_u64() as u8).collect();
+            crate::simd::six_bit_blocks(&bytes, body, b, ql, qh)
+        }
+        Kind::KNibbles { qs, qh } => {
+            let bytes: Vec<u8> = vals.iter().map(|v| v.to_u64() as u8).collect();
+            crate::simd::k_nibble_blocks(&bytes, body, b, qs, qh)
         }
         Kind::Pieces { ppv } => {
             let flat = f.flat(ppv);
@@ -295,6 +305,27 @@ fn scatter<T: Word>(f: &Field, vals: &[T], body: &mut [u8], b: usize) {
 pub struct Layout {
     pub block_bytes: usize,
     pub fields: Vec<Field>,
+}
+
+impl Layout {
+    /// The bytes of a block that fields of [`Kind::Pieces`] write (their bits are or-ed in, so
+    /// the decoder clears these first), as ranges in order.
+    fn pieces_bytes(&self) -> Vec<std::ops::Range<usize>> {
+        let mut held = vec![false; self.block_bytes];
+        for f in self.fields.iter().filter(|f| matches!(f.kind, Kind::Pieces { .. })) {
+            for q in f.pieces.iter().flatten() {
+                held[q.byte as usize] = true;
+            }
+        }
+        let mut ranges: Vec<std::ops::Range<usize>> = Vec::new();
+        for (i, _) in held.iter().enumerate().filter(|(_, &h)| h) {
+            match ranges.last_mut() {
+                Some(r) if r.end == i => r.end += 1,
+                _ => ranges.push(i..i + 1),
+            }
+        }
+        ranges
+    }
 }
 
 fn p(byte: usize, shift: u32, len: u32, at: u32) -> Piece {
@@ -344,14 +375,15 @@ fn scale_min_k4(sc: usize, mins: bool) -> Field {
 /// 256 quants of Q4_K / Q5_K: element 64g + 32h + l is nibble h of byte 32g + l, and (Q5_K)
 /// its high bit is bit 2g + h of `qh[l]`.
 fn quants_k(qs: usize, high: Option<usize>) -> Field {
-    field(if high.is_some() { 5 } else { 4 }, 256, |e| {
+    let f = field(if high.is_some() { 5 } else { 4 }, 256, |e| {
         let (g, h, l) = (e / 64, (e / 32) % 2, e % 32);
         let mut v = vec![p(qs + 32 * g + l, 4 * h as u32, 4, 0)];
         if let Some(qh) = high {
             v.push(p(qh + l, (2 * g + h) as u32, 1, 4));
         }
         v
-    })
+    });
+    Field { kind: Kind::KNibbles { qs, qh: high }, ..f }
 }
 
 /// The layout of ggml type `id`, when it is one this operator splits.
@@ -610,16 +642,17 @@ impl Blocks {
         let body = &mut out[head..head + k * b];
         // Every kernel masks the values to their field's bits; bit pieces are or-ed in, the
         // other kinds assign whole bytes.
-        if self.layout.fields.iter().any(|f| matches!(f.kind, Kind::Pieces { .. })) {
-            body.fill(0);
+        let cleared = self.layout.pieces_bytes();
+        if !cleared.is_empty() {
+            for blk in body.chunks_exact_mut(b) {
+                for r in &cleared {
+                    blk[r.clone()].fill(0);
+                }
+            }
         }
         for (f, s) in self.layout.fields.iter().zip(&parts[1..]) {
             match &s.data {
-                Data::U8(v) => match f.kind {
-                    Kind::Bytes { off, n: 1 } => scatter_bytes(v, body, b, off, f.count()),
-                    Kind::Nibbles { qs, qh } => crate::simd::nibble_blocks(v, body, b, qs, qh),
-                    _ => scatter(f, v, body, b),
-                },
+                Data::U8(v) => scatter_u8(f, v, body, b),
                 Data::U16(v) => scatter(f, v, body, b),
                 Data::U32(v) => scatter(f, v, body, b),
                 Data::U64(v) => scatter(f, v, body, b),
@@ -705,10 +738,17 @@ mod tests {
                 scatter(f, &vals, &mut fast_body, b);
                 scatter(&slow, &vals, &mut slow_body, b);
                 assert_eq!(fast_body, slow_body, "type {id}, scatter");
+                let wide: Vec<u16> = vals.iter().map(|&v| v as u16).collect();
+                let (mut u8_body, mut u16_body) = (vec![0u8; 4 * b], vec![0u8; 4 * b]);
+                scatter_u8(f, &vals, &mut u8_body, b);
+                scatter(f, &wide, &mut u16_body, b);
+                assert_eq!(u8_body, slow_body, "type {id}, scatter of bytes");
+                assert_eq!(u16_body, slow_body, "type {id}, scatter of u16");
             }
         }
         // The kernels are found from the pieces: Q6_K's quants have theirs.
         assert!(matches!(layout(14).unwrap().fields[2].kind, Kind::SixBit { ql: 0, qh: 128 }));
+        assert!(matches!(layout(13).unwrap().fields[4].kind, Kind::KNibbles { qs: 48, qh: Some(16) }));
     }
 
     #[test]
