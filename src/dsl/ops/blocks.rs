@@ -54,6 +54,9 @@ enum Kind {
     /// Q4_K's and Q5_K's 256 quants: element `64 g + 32 h + l` is nibble `h` of byte
     /// `qs + 32 g + l`, with (Q5_K) bit 4 from bit `2 g + h` of byte `qh + l`.
     KNibbles { qs: usize, qh: Option<usize> },
+    /// Q4_K's and Q5_K's 8 scales (or, `mins`, 8 mins) of 6 bits in the 12 bytes at `sc`, as
+    /// ggml's `get_scale_min_k4` reads them; or-ed in, like pieces.
+    ScaleMin { sc: usize, mins: bool },
     /// Anything else: the pieces, `ppv` per value (padded with empty pieces).
     Pieces { ppv: usize },
 }
@@ -170,7 +173,7 @@ fn gather<T: Word>(f: &Field, body: &[u8], b: usize, k: usize) -> Vec<T> {
                 }
             }
         }
-        Kind::Pieces { .. } | Kind::SixBit { .. } | Kind::KNibbles { .. } => {
+        Kind::Pieces { .. } | Kind::SixBit { .. } | Kind::KNibbles { .. } | Kind::ScaleMin { .. } => {
             let ppv = f.pieces.iter().map(|v| v.len()).max().unwrap_or(0);
             let flat = f.flat(ppv);
             for (blk, o) in blocks {
@@ -239,6 +242,7 @@ fn scatter_u8(f: &Field, vals: &[u8], body: &mut [u8], b: usize) {
         Kind::Nibbles { qs, qh } => crate::simd::nibble_blocks(vals, body, b, qs, qh),
         Kind::SixBit { ql, qh } => crate::simd::six_bit_blocks(vals, body, b, ql, qh),
         Kind::KNibbles { qs, qh } => crate::simd::k_nibble_blocks(vals, body, b, qs, qh),
+        Kind::ScaleMin { sc, mins } => scatter_scale_min(vals, body, b, sc, mins),
         _ => scatter(f, vals, body, b),
     }
 }
@@ -286,6 +290,10 @@ fn scatter<T: Word>(f: &Field, vals: &[T], body: &mut [u8], b: usize) {
             let bytes: Vec<u8> = vals.iter().map(|v| v.to_u64() as u8).collect();
             crate::simd::k_nibble_blocks(&bytes, body, b, qs, qh)
         }
+        Kind::ScaleMin { sc, mins } => {
+            let bytes: Vec<u8> = vals.iter().map(|v| v.to_u64() as u8).collect();
+            scatter_scale_min(&bytes, body, b, sc, mins)
+        }
         Kind::Pieces { ppv } => {
             let flat = f.flat(ppv);
             for (blk, vs) in blocks {
@@ -308,11 +316,11 @@ pub struct Layout {
 }
 
 impl Layout {
-    /// The bytes of a block that fields of [`Kind::Pieces`] write (their bits are or-ed in, so
-    /// the decoder clears these first), as ranges in order.
-    fn pieces_bytes(&self) -> Vec<std::ops::Range<usize>> {
+    /// The bytes of a block that fields of [`Kind::Pieces`] and [`Kind::ScaleMin`] write
+    /// (their bits are or-ed in, so the decoder clears these first), as ranges in order.
+    fn or_bytes(&self) -> Vec<std::ops::Range<usize>> {
         let mut held = vec![false; self.block_bytes];
-        for f in self.fields.iter().filter(|f| matches!(f.kind, Kind::Pieces { .. })) {
+        for f in self.fields.iter().filter(|f| matches!(f.kind, Kind::Pieces { .. } | Kind::ScaleMin { .. })) {
             for q in f.pieces.iter().flatten() {
                 held[q.byte as usize] = true;
             }
@@ -364,12 +372,29 @@ fn crumbs256(qs: usize, e: usize) -> Piece {
 
 /// The 6-bit scales (`mins = false`) or mins of Q4_K and Q5_K (`get_scale_min_k4`).
 fn scale_min_k4(sc: usize, mins: bool) -> Field {
-    field(6, 8, |j| match (j < 4, mins) {
+    let f = field(6, 8, |j| match (j < 4, mins) {
         (true, false) => vec![p(sc + j, 0, 6, 0)],
         (true, true) => vec![p(sc + j + 4, 0, 6, 0)],
         (false, false) => vec![p(sc + j + 4, 0, 4, 0), p(sc + j - 4, 6, 2, 4)],
         (false, true) => vec![p(sc + j + 4, 4, 4, 0), p(sc + j, 6, 2, 4)],
-    })
+    });
+    Field { kind: Kind::ScaleMin { sc, mins }, ..f }
+}
+
+/// Or-s the 6-bit values of a [`Kind::ScaleMin`] field (8 per block) into the 12 bytes at `sc`
+/// of each block (the bytes the pieces of [`scale_min_k4`] name, without their table).
+fn scatter_scale_min(vals: &[u8], body: &mut [u8], b: usize, sc: usize, mins: bool) {
+    for (blk, v) in body.chunks_exact_mut(b).zip(vals.chunks_exact(8)) {
+        let q: &mut [u8; 12] = (&mut blk[sc..sc + 12]).try_into().unwrap();
+        // Value j < 4 is six bits of byte j (mins: j + 4); value j + 4 is the low (mins: high)
+        // nibble of byte j + 8, with its bits 4-5 in bits 6-7 of the byte of value j.
+        let (at, nibble) = if mins { (4, 4) } else { (0, 0) };
+        for j in 0..4 {
+            let (lo, hi) = (v[j] & 63, v[j + 4] & 63);
+            q[at + j] |= lo | (hi >> 4) << 6;
+            q[8 + j] |= (hi & 15) << nibble;
+        }
+    }
 }
 
 /// 256 quants of Q4_K / Q5_K: element 64g + 32h + l is nibble h of byte 32g + l, and (Q5_K)
@@ -642,7 +667,7 @@ impl Blocks {
         let body = &mut out[head..head + k * b];
         // Every kernel masks the values to their field's bits; bit pieces are or-ed in, the
         // other kinds assign whole bytes.
-        let cleared = self.layout.pieces_bytes();
+        let cleared = self.layout.or_bytes();
         if !cleared.is_empty() {
             for blk in body.chunks_exact_mut(b) {
                 for r in &cleared {
@@ -749,6 +774,7 @@ mod tests {
         // The kernels are found from the pieces: Q6_K's quants have theirs.
         assert!(matches!(layout(14).unwrap().fields[2].kind, Kind::SixBit { ql: 0, qh: 128 }));
         assert!(matches!(layout(13).unwrap().fields[4].kind, Kind::KNibbles { qs: 48, qh: Some(16) }));
+        assert!(matches!(layout(12).unwrap().fields[3].kind, Kind::ScaleMin { sc: 4, mins: true }));
     }
 
     #[test]
