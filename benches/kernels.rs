@@ -2,7 +2,7 @@
 //! and 16-bit words, the `fields` merge of bf16 words, and the two-byte-plane merge; and the
 //! XXH3-64 checksum of a 1 MiB chunk (`brevis::internals::hash`) against xxhash-rust's; and the
 //! derivations of `derive` (casts and ggml reference quantizers, K-quants included) from f32; and
-//! the quant kernels of `blocks` (Q4_0/Q5_0, Q4_K/Q5_K and Q6_K quants into their blocks).
+//! the quant kernels of `blocks` (Q5_0, Q3_K, Q5_K and Q6_K quants into their blocks).
 
 use brevis::internals::coder::pack;
 use brevis::internals::simd::{self, Isa};
@@ -95,6 +95,10 @@ fn quant_blocks(c: &mut Criterion, w: &[u16], isas: &[Isa]) {
         let mut body = vec![0u8; N / 256 * 176];
         g.bench_function(BenchmarkId::new("q5_k_quants", l.name()), |b| {
             b.iter(|| simd::k_nibble_blocks_at(l, &vals, &mut body, 176, 48, Some(16)))
+        });
+        let mut body = vec![0u8; N / 256 * 110];
+        g.bench_function(BenchmarkId::new("q3_k_quants", l.name()), |b| {
+            b.iter(|| simd::crumb_blocks_at(l, &vals, &mut body, 110, 32, Some(0)))
         });
         let mut body = vec![0u8; N / 256 * 210];
         g.bench_function(BenchmarkId::new("q6_k_quants", l.name()), |b| {

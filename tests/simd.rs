@@ -262,7 +262,8 @@ fn nibble_blocks_every_level() {
     }
 }
 
-/// `six_bit_blocks` (Q6_K's quants) and `k_nibble_blocks` (Q4_K's and Q5_K's) at every level
+/// `six_bit_blocks` (Q6_K's quants), `crumb_blocks` (Q2_K's and Q3_K's) and `k_nibble_blocks`
+/// (Q4_K's and Q5_K's) at every level
 /// write what ggml's layouts say, ignore the bits above a value's width the same way, and leave
 /// the other bytes of each block alone.
 #[test]
@@ -283,6 +284,28 @@ fn k_quant_blocks_every_level() {
             let mut got = vec![0xA5u8; 210 * k];
             simd::six_bit_blocks_at(isa, &vals, &mut got, 210, 0, 128);
             assert!(got == want, "six bits, isa {isa:?} k {k}");
+        }
+        // Q2_K (qs at 16, 84-byte blocks) and Q3_K (hmask at 0, qs at 32, 110-byte blocks).
+        for (b, qs, hm) in [(84, 16, None), (110, 32, Some(0))] {
+            let mut want = vec![0xA5u8; b * k];
+            for (blk, vs) in want.chunks_exact_mut(b).zip(vals.chunks_exact(256)) {
+                blk[qs..qs + 64].fill(0);
+                if let Some(h) = hm {
+                    blk[h..h + 32].fill(0);
+                }
+                for (e, &v) in vs.iter().enumerate() {
+                    let (n, j, l) = (e / 128, (e / 32) % 4, e % 32);
+                    blk[qs + 32 * n + l] |= (v & 3) << (2 * j);
+                    if let Some(h) = hm {
+                        blk[h + l] |= (v >> 2 & 1) << (e / 32);
+                    }
+                }
+            }
+            for isa in simd::available() {
+                let mut got = vec![0xA5u8; b * k];
+                simd::crumb_blocks_at(isa, &vals, &mut got, b, qs, hm);
+                assert!(got == want, "crumbs, isa {isa:?} block {b} k {k}");
+            }
         }
         // Q4_K (qs at 16, 144-byte blocks) and Q5_K (qh at 16, qs at 48, 176-byte blocks).
         for (b, qs, qh) in [(144, 16, None), (176, 48, Some(16))] {

@@ -318,6 +318,15 @@ pub unsafe fn k_nibble_blocks(vals: &[u8], body: &mut [u8], b: usize, qs: usize,
     super::scalar::k_nibble_blocks(vals, body, b, qs, qh)
 }
 
+/// [`super::crumb_blocks`]: the scalar level's body compiled for AVX2 (the same bytes).
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+pub unsafe fn crumb_blocks(vals: &[u8], body: &mut [u8], b: usize, qs: usize, hmask: Option<usize>) {
+    super::scalar::crumb_blocks(vals, body, b, qs, hmask)
+}
+
 /// [`super::derive()`]: the same kernel as the scalar level, compiled for AVX2 (eight f32 lanes:
 /// the conversions, block maxima and quantizations vectorize; no FMA, so every product and sum
 /// is rounded as at the scalar level and the bytes are the same).

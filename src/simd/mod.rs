@@ -391,6 +391,27 @@ pub fn k_nibble_blocks_at(isa: Isa, vals: &[u8], body: &mut [u8], b: usize, qs: 
     scalar::k_nibble_blocks(vals, body, b, qs, qh)
 }
 
+/// Writes 2-bit quants (bytes, 256 per block) into the blocks of `body` (blocks of `b` bytes), as
+/// ggml's Q2_K and TQ2_0 hold them: value `128 n + 32 j + l` in bits `2 j` of byte
+/// `qs + 32 n + l`; with `hmask` (Q3_K), bit 2 of value `e` in bit `e / 32` of byte
+/// `hmask + e % 32`. The other bits of each value are ignored.
+pub fn crumb_blocks(vals: &[u8], body: &mut [u8], b: usize, qs: usize, hmask: Option<usize>) {
+    crumb_blocks_at(isa(), vals, body, b, qs, hmask)
+}
+
+/// [`crumb_blocks`] at a given level.
+pub fn crumb_blocks_at(isa: Isa, vals: &[u8], body: &mut [u8], b: usize, qs: usize, hmask: Option<usize>) {
+    assert!(qs + 64 <= b && hmask.is_none_or(|h| h + 32 <= b));
+    #[cfg(target_arch = "x86_64")]
+    if isa.min(detected()) >= Isa::Avx2 {
+        // SAFETY: AVX2 was detected on this CPU (every level from AVX2 up has it); the field
+        // offsets lie within a block (asserted above).
+        return unsafe { avx2::crumb_blocks(vals, body, b, qs, hmask) };
+    }
+    let _ = isa;
+    scalar::crumb_blocks(vals, body, b, qs, hmask)
+}
+
 /// [`merge_planes16`] at a given level.
 pub fn merge_planes16_at(isa: Isa, hi: &[u8], lo: &[u8], shift: u32, out: &mut [u16]) {
     check_merge(hi.len(), lo.len(), out.len(), out.len());

@@ -202,6 +202,27 @@ pub fn k_nibble_blocks(vals: &[u8], body: &mut [u8], b: usize, qs: usize, qh: Op
     }
 }
 
+/// See [`super::crumb_blocks`]: per block, the values in groups of 32 as fixed-size arrays
+/// (vectorized at any level, like [`six_bit_blocks`]).
+#[inline(always)]
+pub fn crumb_blocks(vals: &[u8], body: &mut [u8], b: usize, qs: usize, hmask: Option<usize>) {
+    for (blk, vs) in body.chunks_exact_mut(b).zip(vals.chunks_exact(256)) {
+        let (mut q, mut h) = ([0u8; 64], [0u8; 32]);
+        for g in 0..8 {
+            let v: &[u8; 32] = vs[32 * g..32 * g + 32].try_into().unwrap();
+            let (n, j) = (g / 4, g % 4);
+            for l in 0..32 {
+                q[32 * n + l] |= (v[l] & 3) << (2 * j);
+                h[l] |= (v[l] >> 2 & 1) << g;
+            }
+        }
+        blk[qs..qs + 64].copy_from_slice(&q);
+        if let Some(o) = hmask {
+            blk[o..o + 32].copy_from_slice(&h);
+        }
+    }
+}
+
 /// [`super::derive()`] without vector extensions beyond the target's baseline.
 pub fn derive(kind: super::derive::Kind, src: super::derive::Src, reference: &[u8], e0: usize, out: &mut [u8]) {
     super::derive::derive_groups(kind, src, reference, e0, out, &super::kquants::Scalar)

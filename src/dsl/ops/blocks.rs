@@ -54,6 +54,15 @@ enum Kind {
     /// Q4_K's and Q5_K's 256 quants: element `64 g + 32 h + l` is nibble `h` of byte
     /// `qs + 32 g + l`, with (Q5_K) bit 4 from bit `2 g + h` of byte `qh + l`.
     KNibbles { qs: usize, qh: Option<usize> },
+    /// 256 2-bit quants (Q2_K, TQ2_0): element `128 n + 32 j + l` is bits `2 j` of byte
+    /// `qs + 32 n + l`; with `hmask` (Q3_K), bit 2 is bit `e / 32` of byte `hmask + e % 32`.
+    Crumbs { qs: usize, hmask: Option<usize> },
+    /// Value `i` is the low (`high`: the high) nibble of byte `off + i`; or-ed in.
+    HalfBytes { off: usize, high: bool },
+    /// Q3_K's 16 scales of 6 bits in the 12 bytes at `sc`: the low nibble of value `i` is
+    /// nibble `i / 8` of byte `sc + i % 8`, its bits 4-5 are bits `2 (i / 4)` of byte
+    /// `sc + 8 + i % 4`; or-ed in.
+    Q3Scales { sc: usize },
     /// Q4_K's and Q5_K's 8 scales (or, `mins`, 8 mins) of 6 bits in the 12 bytes at `sc`, as
     /// ggml's `get_scale_min_k4` reads them; or-ed in, like pieces.
     ScaleMin { sc: usize, mins: bool },
@@ -173,7 +182,7 @@ fn gather<T: Word>(f: &Field, body: &[u8], b: usize, k: usize) -> Vec<T> {
                 }
             }
         }
-        Kind::Pieces { .. } | Kind::SixBit { .. } | Kind::KNibbles { .. } | Kind::ScaleMin { .. } => {
+        _ => {
             let ppv = f.pieces.iter().map(|v| v.len()).max().unwrap_or(0);
             let flat = f.flat(ppv);
             for (blk, o) in blocks {
@@ -243,6 +252,9 @@ fn scatter_u8(f: &Field, vals: &[u8], body: &mut [u8], b: usize) {
         Kind::SixBit { ql, qh } => crate::simd::six_bit_blocks(vals, body, b, ql, qh),
         Kind::KNibbles { qs, qh } => crate::simd::k_nibble_blocks(vals, body, b, qs, qh),
         Kind::ScaleMin { sc, mins } => scatter_scale_min(vals, body, b, sc, mins),
+        Kind::Crumbs { qs, hmask } => crate::simd::crumb_blocks(vals, body, b, qs, hmask),
+        Kind::HalfBytes { off, high } => scatter_half_bytes(vals, body, b, off, high, f.count()),
+        Kind::Q3Scales { sc } => scatter_q3_scales(vals, body, b, sc),
         _ => scatter(f, vals, body, b),
     }
 }
@@ -290,9 +302,9 @@ fn scatter<T: Word>(f: &Field, vals: &[T], body: &mut [u8], b: usize) {
             let bytes: Vec<u8> = vals.iter().map(|v| v.to_u64() as u8).collect();
             crate::simd::k_nibble_blocks(&bytes, body, b, qs, qh)
         }
-        Kind::ScaleMin { sc, mins } => {
+        Kind::ScaleMin { .. } | Kind::Crumbs { .. } | Kind::HalfBytes { .. } | Kind::Q3Scales { .. } => {
             let bytes: Vec<u8> = vals.iter().map(|v| v.to_u64() as u8).collect();
-            scatter_scale_min(&bytes, body, b, sc, mins)
+            scatter_u8(f, &bytes, body, b)
         }
         Kind::Pieces { ppv } => {
             let flat = f.flat(ppv);
@@ -316,11 +328,14 @@ pub struct Layout {
 }
 
 impl Layout {
-    /// The bytes of a block that fields of [`Kind::Pieces`] and [`Kind::ScaleMin`] write
-    /// (their bits are or-ed in, so the decoder clears these first), as ranges in order.
+    /// The bytes of a block that or-ed fields write (pieces, and the kinds of scales that share
+    /// their bytes), so the decoder clears these first; as ranges in order.
     fn or_bytes(&self) -> Vec<std::ops::Range<usize>> {
         let mut held = vec![false; self.block_bytes];
-        for f in self.fields.iter().filter(|f| matches!(f.kind, Kind::Pieces { .. } | Kind::ScaleMin { .. })) {
+        let or_ed = |k: Kind| {
+            matches!(k, Kind::Pieces { .. } | Kind::ScaleMin { .. } | Kind::HalfBytes { .. } | Kind::Q3Scales { .. })
+        };
+        for f in self.fields.iter().filter(|f| or_ed(f.kind)) {
             for q in f.pieces.iter().flatten() {
                 held[q.byte as usize] = true;
             }
@@ -368,6 +383,58 @@ fn nibbles32(qs: usize, high: Option<usize>) -> Field {
 fn crumbs256(qs: usize, e: usize) -> Piece {
     let (n, j, l) = (e / 128, (e / 32) % 4, e % 32);
     p(qs + 32 * n + l, 2 * j as u32, 2, 0)
+}
+
+/// 256 quants of 2 bits at `qs` (Q2_K, TQ2_0), or of 3 with bit 2 in `hmask` (Q3_K).
+fn crumb_quants(qs: usize, hmask: Option<usize>) -> Field {
+    let f = field(if hmask.is_some() { 3 } else { 2 }, 256, |e| {
+        let mut v = vec![crumbs256(qs, e)];
+        if let Some(h) = hmask {
+            v.push(p(h + e % 32, (e / 32) as u32, 1, 2));
+        }
+        v
+    });
+    Field { kind: Kind::Crumbs { qs, hmask }, ..f }
+}
+
+/// `count` 4-bit values, the low (`high`: high) nibbles of the bytes from `off` (Q2_K's scales
+/// and mins).
+fn half_bytes(off: usize, count: usize, high: bool) -> Field {
+    let f = field(4, count, |i| vec![p(off + i, if high { 4 } else { 0 }, 4, 0)]);
+    Field { kind: Kind::HalfBytes { off, high }, ..f }
+}
+
+/// Q3_K's 16 scales of 6 bits in the 12 bytes at `sc`.
+fn q3_scales(sc: usize) -> Field {
+    let f = field(6, 16, |i| {
+        let lo = if i < 8 { p(sc + i, 0, 4, 0) } else { p(sc + i - 8, 4, 4, 0) };
+        vec![lo, p(sc + 8 + i % 4, 2 * (i / 4) as u32, 2, 4)]
+    });
+    Field { kind: Kind::Q3Scales { sc }, ..f }
+}
+
+/// Or-s [`Kind::HalfBytes`] values into their nibbles.
+fn scatter_half_bytes(vals: &[u8], body: &mut [u8], b: usize, off: usize, high: bool, m: usize) {
+    let shift = if high { 4 } else { 0 };
+    for (blk, v) in body.chunks_exact_mut(b).zip(vals.chunks_exact(m)) {
+        for (d, &x) in blk[off..off + m].iter_mut().zip(v) {
+            *d |= (x & 15) << shift;
+        }
+    }
+}
+
+/// Or-s [`Kind::Q3Scales`] values (16 per block) into the 12 bytes at `sc`.
+fn scatter_q3_scales(vals: &[u8], body: &mut [u8], b: usize, sc: usize) {
+    for (blk, v) in body.chunks_exact_mut(b).zip(vals.chunks_exact(16)) {
+        let q: &mut [u8; 12] = (&mut blk[sc..sc + 12]).try_into().unwrap();
+        for i in 0..8 {
+            q[i] |= (v[i] & 15) | (v[i + 8] & 15) << 4;
+        }
+        for i in 0..4 {
+            q[8 + i] |=
+                (v[i] >> 4 & 3) | (v[i + 4] >> 4 & 3) << 2 | (v[i + 8] >> 4 & 3) << 4 | (v[i + 12] >> 4 & 3) << 6;
+        }
+    }
 }
 
 /// The 6-bit scales (`mins = false`) or mins of Q4_K and Q5_K (`get_scale_min_k4`).
@@ -428,28 +495,9 @@ pub fn layout(id: u32) -> Option<Layout> {
         // Q8_1: d, s, qs[32].
         9 => (36, vec![h(0), h(2), field(8, 32, |e| vec![p(4 + e, 0, 8, 0)])]),
         // Q2_K: scales[16] (low nibble scale, high nibble min), qs[64], d, dmin.
-        10 => (
-            84,
-            vec![
-                h(80),
-                h(82),
-                field(4, 16, |i| vec![p(i, 0, 4, 0)]),
-                field(4, 16, |i| vec![p(i, 4, 4, 0)]),
-                field(2, 256, |e| vec![crumbs256(16, e)]),
-            ],
-        ),
+        10 => (84, vec![h(80), h(82), half_bytes(0, 16, false), half_bytes(0, 16, true), crumb_quants(16, None)]),
         // Q3_K: hmask[32], qs[64], scales[12] (16 6-bit scales), d.
-        11 => (
-            110,
-            vec![
-                h(108),
-                field(6, 16, |i| {
-                    let lo = if i < 8 { p(96 + i, 0, 4, 0) } else { p(96 + i - 8, 4, 4, 0) };
-                    vec![lo, p(96 + 8 + i % 4, 2 * (i / 4) as u32, 2, 4)]
-                }),
-                field(3, 256, |e| vec![crumbs256(32, e), p(e % 32, (e / 32) as u32, 1, 2)]),
-            ],
-        ),
+        11 => (110, vec![h(108), q3_scales(96), crumb_quants(32, Some(0))]),
         // Q4_K: d, dmin, scales[12], qs[128].
         12 => (144, vec![h(0), h(2), scale_min_k4(4, false), scale_min_k4(4, true), quants_k(16, None)]),
         // Q5_K: d, dmin, scales[12], qh[32], qs[128].
@@ -473,7 +521,7 @@ pub fn layout(id: u32) -> Option<Layout> {
         // Q8_K: d (f32), qs[256], bsums[16] (i16).
         15 => (292, vec![scalars(0, 4, 1), field(8, 256, |e| vec![p(4 + e, 0, 8, 0)]), scalars(260, 2, 16)]),
         // TQ2_0: qs[64], d.
-        35 => (66, vec![h(64), field(2, 256, |e| vec![crumbs256(0, e)])]),
+        35 => (66, vec![h(64), crumb_quants(0, None)]),
         // MXFP4: e (e8m0), qs[16].
         39 => (17, vec![field(8, 1, |_| vec![p(0, 0, 8, 0)]), nibbles32(1, None)]),
         _ => return None,
@@ -775,6 +823,7 @@ mod tests {
         assert!(matches!(layout(14).unwrap().fields[2].kind, Kind::SixBit { ql: 0, qh: 128 }));
         assert!(matches!(layout(13).unwrap().fields[4].kind, Kind::KNibbles { qs: 48, qh: Some(16) }));
         assert!(matches!(layout(12).unwrap().fields[3].kind, Kind::ScaleMin { sc: 4, mins: true }));
+        assert!(matches!(layout(11).unwrap().fields[2].kind, Kind::Crumbs { qs: 32, hmask: Some(0) }));
     }
 
     #[test]
