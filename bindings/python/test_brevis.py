@@ -65,6 +65,25 @@ class BrevisTest(unittest.TestCase):
         self.assertLess(len(self.archive), len(self.original))
         self.assertEqual(brevis.decompress(self.archive, threads=1, verify=True), self.original)
 
+    def test_decompress_returns_new_bytes(self):
+        # Decoded straight into a new bytes object (no zero fill, no copy): each call its own,
+        # immutable and equal to the original; without CPython's C API, through a copy.
+        first, second = brevis.decompress(self.archive), brevis.decompress(self.archive)
+        self.assertIs(type(first), bytes)
+        self.assertIsNot(first, second)
+        self.assertEqual(first, self.original)
+        self.assertEqual(hash(first), hash(self.original))
+        saved = brevis._new_bytes
+        try:
+            brevis._new_bytes = None
+            self.assertEqual(brevis.decompress(self.archive), self.original)
+        finally:
+            brevis._new_bytes = saved
+        damaged = bytearray(self.archive)
+        damaged[len(damaged) // 2] ^= 0x40
+        with self.assertRaises(brevis.BrevisError):
+            brevis.decompress(bytes(damaged))
+
     def test_levels(self):
         fast = brevis.compress(self.original, level="fast")
         smallest = brevis.compress(self.original, level="max")

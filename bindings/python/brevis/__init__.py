@@ -265,17 +265,54 @@ def decompressed_size(archive):
     return n.value
 
 
+def _capi(name, restype, *argtypes):
+    """A function of CPython's C API with its own prototype (ctypes.pythonapi's shared function
+    objects keep the prototypes other code gave them); None elsewhere."""
+    try:
+        return ctypes.PYFUNCTYPE(restype, *argtypes)((name, ctypes.pythonapi))
+    except (AttributeError, OSError):
+        return None
+
+
+_new_bytes = _capi("PyBytes_FromStringAndSize", ctypes.py_object, ctypes.c_void_p, ctypes.c_ssize_t)
+_bytes_data = _capi("PyBytes_AsString", ctypes.c_void_p, ctypes.py_object)
+_new_bytearray = _capi("PyByteArray_FromStringAndSize", ctypes.py_object, ctypes.c_void_p, ctypes.c_ssize_t)
+
+
+def _fresh_bytes(size):
+    """A new bytes object of `size` bytes whose contents are not initialized yet
+    (`PyBytes_FromStringAndSize(NULL, size)`, which the C API makes for its caller to fill) and
+    the address of its contents; None where that is not available or size is 0. Decoding into it
+    writes every byte: Python neither zero-fills the fresh pages first (single-threaded, about
+    as long as the decoding) nor copies the result afterwards."""
+    if size == 0 or _new_bytes is None or _bytes_data is None:
+        return None
+    b = _new_bytes(None, size)
+    return b, ctypes.cast(_bytes_data(b), _outp)
+
+
+def _fresh_bytearray(size):
+    """A bytearray of `size` bytes whose contents are not initialized yet
+    (`PyByteArray_FromStringAndSize(NULL, size)`), for a decoder that writes every byte."""
+    if size > 0 and _new_bytearray is not None:
+        return _new_bytearray(None, size)
+    return bytearray(size)
+
+
 def _decompress(what, archive, settings, call):
     """Sizes the output of `archive`, checks it against the memory limit, and lets `call(dst, size,
-    options, n)` decode into it."""
+    options, n)` decode into it: a new bytes object, never seen by anyone before it is complete."""
     size = decompressed_size(archive)
     if settings.get("memory_limit") is not None and size > settings["memory_limit"]:
         raise LimitError(-7, what)
-    dst = ctypes.create_string_buffer(max(size, 1))
+    fresh = _fresh_bytes(size)
+    out, dst = fresh if fresh is not None else (None, ctypes.create_string_buffer(max(size, 1)))
     n = _size()
     with _Options(settings) as o:
         _check(call(dst, size, o, ctypes.byref(n)), what)
-    return dst.raw[: n.value]
+    if out is None:
+        return dst.raw[: n.value]
+    return out if n.value == size else out[: n.value]
 
 
 def decompress(archive, *, threads=None, verify=None, memory_limit=None):
@@ -435,7 +472,7 @@ class Archive:
     def read(self, key):
         """The bytes of tensor `key` (a name or an index)."""
         i = self.index(key) if isinstance(key, str) else key
-        buf = bytearray(self._infos[i].nbytes)
+        buf = _fresh_bytearray(self._infos[i].nbytes)
         self.read_into(i, buf)
         return bytes(buf)
 
