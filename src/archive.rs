@@ -557,8 +557,8 @@ impl<'a> Archive<'a> {
             let (now, later) = rest.split_at(k);
             rest = later;
             let sums = pool.install(|| now.par_iter().with_max_len(1).map(one).collect::<Result<Vec<_>>>())?;
-            for (&(_, _, n, at), s) in now.iter().zip(&sums) {
-                if opts.verify {
+            if opts.verify {
+                for (&(_, _, n, at), s) in now.iter().zip(&sums) {
                     folder.fold(hash::blocks_in(at, at + n, len).start, s, &written)?;
                 }
             }

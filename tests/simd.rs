@@ -263,32 +263,39 @@ fn nibble_blocks_every_level() {
 }
 
 /// `six_bit_blocks` (Q6_K's quants), `crumb_blocks` (Q2_K's and Q3_K's) and `k_nibble_blocks`
-/// (Q4_K's and Q5_K's) at every level
-/// write what ggml's layouts say, ignore the bits above a value's width the same way, and leave
-/// the other bytes of each block alone.
+/// (Q4_K's and Q5_K's) at every level write what ggml's layouts say, ignore the bits above a
+/// value's width the same way, and leave the other bytes of each block alone.
 #[test]
 fn k_quant_blocks_every_level() {
+    // Blocks of `b` bytes filled with 0xA5: `define` writes one block's quants as ggml lays them
+    // out, `run` the kernel at a level over all of them.
+    fn check(what: &str, vals: &[u8], b: usize, define: impl Fn(&mut [u8], &[u8]), run: impl Fn(Isa, &mut [u8])) {
+        let k = vals.len() / 256;
+        let mut want = vec![0xA5u8; b * k];
+        for (blk, vs) in want.chunks_exact_mut(b).zip(vals.chunks_exact(256)) {
+            define(blk, vs);
+        }
+        for isa in simd::available() {
+            let mut got = vec![0xA5u8; b * k];
+            run(isa, &mut got);
+            assert!(got == want, "{what}, isa {isa:?}, block {b}, {k} blocks");
+        }
+    }
     for k in [0usize, 1, 2, 7, 40] {
         let vals: Vec<u8> = values(k as u64 + 3, 256 * k, 8).into_iter().map(|v| v as u8).collect();
         // Q6_K: ql at 0, qh at 128, 210-byte blocks.
-        let mut want = vec![0xA5u8; 210 * k];
-        for (blk, vs) in want.chunks_exact_mut(210).zip(vals.chunks_exact(256)) {
+        let six = |blk: &mut [u8], vs: &[u8]| {
             blk[..192].fill(0);
             for (e, &v) in vs.iter().enumerate() {
                 let (n, g, l) = (e / 128, (e / 32) % 4, e % 32);
                 blk[64 * n + 32 * (g & 1) + l] |= (v & 15) << (4 * (g >> 1));
                 blk[128 + 32 * n + l] |= (v >> 4 & 3) << (2 * g);
             }
-        }
-        for isa in simd::available() {
-            let mut got = vec![0xA5u8; 210 * k];
-            simd::six_bit_blocks_at(isa, &vals, &mut got, 210, 0, 128);
-            assert!(got == want, "six bits, isa {isa:?} k {k}");
-        }
+        };
+        check("six bits", &vals, 210, six, |isa, got| simd::six_bit_blocks_at(isa, &vals, got, 210, 0, 128));
         // Q2_K (qs at 16, 84-byte blocks) and Q3_K (hmask at 0, qs at 32, 110-byte blocks).
         for (b, qs, hm) in [(84, 16, None), (110, 32, Some(0))] {
-            let mut want = vec![0xA5u8; b * k];
-            for (blk, vs) in want.chunks_exact_mut(b).zip(vals.chunks_exact(256)) {
+            let crumbs = |blk: &mut [u8], vs: &[u8]| {
                 blk[qs..qs + 64].fill(0);
                 if let Some(h) = hm {
                     blk[h..h + 32].fill(0);
@@ -300,17 +307,12 @@ fn k_quant_blocks_every_level() {
                         blk[h + l] |= (v >> 2 & 1) << (e / 32);
                     }
                 }
-            }
-            for isa in simd::available() {
-                let mut got = vec![0xA5u8; b * k];
-                simd::crumb_blocks_at(isa, &vals, &mut got, b, qs, hm);
-                assert!(got == want, "crumbs, isa {isa:?} block {b} k {k}");
-            }
+            };
+            check("crumbs", &vals, b, crumbs, |isa, got| simd::crumb_blocks_at(isa, &vals, got, b, qs, hm));
         }
         // Q4_K (qs at 16, 144-byte blocks) and Q5_K (qh at 16, qs at 48, 176-byte blocks).
         for (b, qs, qh) in [(144, 16, None), (176, 48, Some(16))] {
-            let mut want = vec![0xA5u8; b * k];
-            for (blk, vs) in want.chunks_exact_mut(b).zip(vals.chunks_exact(256)) {
+            let nibbles = |blk: &mut [u8], vs: &[u8]| {
                 blk[qs..qs + 128].fill(0);
                 if let Some(q) = qh {
                     blk[q..q + 32].fill(0);
@@ -322,12 +324,8 @@ fn k_quant_blocks_every_level() {
                         blk[q + l] |= (v >> 4 & 1) << (2 * g + h);
                     }
                 }
-            }
-            for isa in simd::available() {
-                let mut got = vec![0xA5u8; b * k];
-                simd::k_nibble_blocks_at(isa, &vals, &mut got, b, qs, qh);
-                assert!(got == want, "nibbles, isa {isa:?} block {b} k {k}");
-            }
+            };
+            check("nibbles", &vals, b, nibbles, |isa, got| simd::k_nibble_blocks_at(isa, &vals, got, b, qs, qh));
         }
     }
 }

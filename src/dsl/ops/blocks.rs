@@ -288,21 +288,15 @@ fn scatter<T: Word>(f: &Field, vals: &[T], body: &mut [u8], b: usize) {
                 }
             }
         }
-        // The kernel reads bits 0..5 of each value, which the low byte holds.
-        Kind::Nibbles { qs, qh } => {
-            let bytes: Vec<u8> = vals.iter().map(|v| v.to_u64() as u8).collect();
-            crate::simd::nibble_blocks(&bytes, body, b, qs, qh)
-        }
-        // The kernels read bits 0..6 of each value, which the low byte holds.
-        Kind::SixBit { ql, qh } => {
-            let bytes: Vec<u8> = vals.iter().map(|v| v.to_u64() as u8).collect();
-            crate::simd::six_bit_blocks(&bytes, body, b, ql, qh)
-        }
-        Kind::KNibbles { qs, qh } => {
-            let bytes: Vec<u8> = vals.iter().map(|v| v.to_u64() as u8).collect();
-            crate::simd::k_nibble_blocks(&bytes, body, b, qs, qh)
-        }
-        Kind::ScaleMin { .. } | Kind::Crumbs { .. } | Kind::HalfBytes { .. } | Kind::Q3Scales { .. } => {
+        // As bytes, to the kernels of `scatter_u8`: they read at most bits 0..6 of each value,
+        // which the low byte holds.
+        Kind::Nibbles { .. }
+        | Kind::SixBit { .. }
+        | Kind::KNibbles { .. }
+        | Kind::ScaleMin { .. }
+        | Kind::Crumbs { .. }
+        | Kind::HalfBytes { .. }
+        | Kind::Q3Scales { .. } => {
             let bytes: Vec<u8> = vals.iter().map(|v| v.to_u64() as u8).collect();
             scatter_u8(f, &bytes, body, b)
         }
