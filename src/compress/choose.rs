@@ -93,6 +93,7 @@ pub(crate) fn search_options(opts: &Options, j: &Job, prior: Arc<Prior>) -> Sear
         zstd_large: level.zstd_large(),
         lz_probe: level.lz_probe(),
         plain_rans: level.plain_rans(),
+        confirm_whole: level.confirm_whole(),
     }
 }
 

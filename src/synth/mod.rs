@@ -215,6 +215,9 @@ pub struct SearchOptions {
     /// Whether `rans` leaves with no context or a word back are offered; the compression
     /// level sets it.
     pub plain_rans: bool,
+    /// Whether a winner that decodes slower than a finalist ranked below it is checked against
+    /// that finalist over the whole tensor (`confirm_slow_winner`); the compression level sets it.
+    pub confirm_whole: bool,
 }
 
 impl SearchOptions {
@@ -234,6 +237,7 @@ impl SearchOptions {
             zstd_large: 9,
             lz_probe: 5,
             plain_rans: true,
+            confirm_whole: true,
         }
     }
 }
@@ -326,6 +330,7 @@ pub fn choose_among(t: &TensorView, opts: &SearchOptions, candidates: &[Node]) -
     let candidates = &candidates[..candidates.len().min(opts.finalists.max(1))];
     let mut ranked = rank(candidates.iter().collect(), &sample, None, opts.decode_weight);
     ranked.sort();
+    confirm_slow_winner(t, opts, &mut ranked, &candidates.iter().collect::<Vec<_>>(), sample.len())?;
     if let Some(st) = &opts.stats {
         st.reused.fetch_add(1, Relaxed);
         st.finalists.fetch_add(candidates.len() as u64, Relaxed);
@@ -347,15 +352,21 @@ pub fn choose_among(t: &TensorView, opts: &SearchOptions, candidates: &[Node]) -
 /// less (its size plus its decode price, `SearchOptions::decode_weight`). A program that does not
 /// encode loses.
 pub fn better_of(t: &TensorView, opts: &SearchOptions, programs: [&Node; 2]) -> Result<usize> {
+    let costs = whole_costs(t, opts, programs)?;
+    Ok(usize::from(costs[1].0 < costs[0].0 && costs[1].1 < costs[0].1))
+}
+
+/// (size, size + decode price) of each program encoded over the whole tensor chunk by chunk, as
+/// the compressor will; `u64::MAX` for a program that does not encode.
+fn whole_costs(t: &TensorView, opts: &SearchOptions, programs: [&Node; 2]) -> Result<[(u64, u64); 2]> {
     let ty = Ty::u(t.word_bits);
+    let mut costs = [(0u64, 0u64); 2];
     if whole_elems(t).is_none_or(|n| n == 0) {
-        return Ok(0);
+        return Ok(costs);
     }
     let reference = t.reference.filter(|r| r.len() == t.bytes.len());
     let wb = ty.container_bytes();
     let step = opts.chunk_elems.max(1) * wb;
-    // (size, size + price) of each program so far.
-    let mut costs = [(0u64, 0u64); 2];
     let mut buf = Vec::new();
     let mut s = 0;
     while s < t.bytes.len() {
@@ -373,7 +384,44 @@ pub fn better_of(t: &TensorView, opts: &SearchOptions, programs: [&Node; 2]) -> 
         }
         s = e;
     }
-    Ok(usize::from(costs[1].0 < costs[0].0 && costs[1].1 < costs[0].1))
+    Ok(costs)
+}
+
+/// Elements per element of the sample from which a tensor whose winner decodes slower than a
+/// finalist ranked below it is checked whole.
+const CONFIRM_RATIO: usize = 8;
+/// Nanoseconds per element by which a finalist must decode faster than the winner to be checked
+/// against it.
+const CONFIRM_NS: f64 = 1.0;
+
+/// Where the winner of `ranked` (sorted (score, program) on a sample of `sample_elems`
+/// elements) decodes slower, by at least `CONFIRM_NS` per element, than a finalist ranked below
+/// it, and the tensor is much larger than the sample, the two are encoded over the whole tensor
+/// and the one that costs less (size plus decode price) goes first. The sample's four blocks can
+/// fall on parts of a tensor unlike the rest (an embedding's never-trained rows at its start),
+/// where a slow context coder that fits them seems to win what it does not win on the whole
+/// tensor; there the estimate can be off by an order of magnitude, and a slow program costs every
+/// decode.
+fn confirm_slow_winner(
+    t: &TensorView,
+    opts: &SearchOptions,
+    ranked: &mut [(usize, usize)],
+    programs: &[&Node],
+    sample_elems: usize,
+) -> Result<()> {
+    let n = whole_elems(t).unwrap_or(0);
+    if !opts.confirm_whole || opts.decode_weight <= 0.0 || ranked.len() < 2 || n < CONFIRM_RATIO * sample_elems {
+        return Ok(());
+    }
+    let ty = Ty::u(t.word_bits);
+    let ns = |r: &(usize, usize)| crate::dsl::cost::program_ns(programs[r.1], ty);
+    let slow = ns(&ranked[0]);
+    let Some(j) = ranked.iter().position(|r| ns(r) + CONFIRM_NS <= slow) else { return Ok(()) };
+    let costs = whole_costs(t, opts, [programs[ranked[0].1], programs[ranked[j].1]])?;
+    if costs[1].1 < costs[0].1 {
+        ranked[..=j].rotate_right(1);
+    }
+    Ok(())
 }
 
 /// The element count of a tensor whose byte length is a whole number of words (else None: such
@@ -492,6 +540,8 @@ fn choose_traced(t: &TensorView, opts: &SearchOptions) -> Result<(Choice, Deriva
         found.iter().enumerate().map(|(i, f)| (f.bytes, i)).collect()
     };
     ranked.sort();
+    let programs: Vec<&Node> = found.iter().map(|f| &f.program).collect();
+    confirm_slow_winner(t, opts, &mut ranked, &programs, sample.len())?;
     let scale = |bytes: usize| (bytes as f64 * n as f64 / sample.len() as f64) as u64;
     let alone = ranked
         .iter()
@@ -890,6 +940,7 @@ pub fn resolve_prior(
             let builtin = builtin_prior();
             let mut learned = learn_prior_with(tensors, opts, builtin.clone(), DEFAULT_BUDGET)?;
             learned.merge(&builtin);
+            learned.blend = Some(builtin);
             Arc::new(learned)
         }
         PriorSource::Uniform => Arc::new(Prior::uniform()),

@@ -52,17 +52,21 @@ pub struct Prior {
     counts: Vec<BTreeMap<String, BTreeMap<String, f64>>>,
     /// Tensors whose programs were counted.
     pub tensors: u64,
+    /// A prior whose probabilities are averaged with this one's, so that a production either
+    /// favours keeps at least half its probability (the built-in prior beside one learned from
+    /// a few tensors of the input). Not part of the JSON form.
+    pub blend: Option<std::sync::Arc<Prior>>,
 }
 
 impl Prior {
     /// The uniform prior: every production that applies to a hole is equally likely.
     pub fn uniform() -> Prior {
-        Prior { counts: vec![BTreeMap::new(); LEVELS.len()], tensors: 0 }
+        Prior { counts: vec![BTreeMap::new(); LEVELS.len()], tensors: 0, blend: None }
     }
 
     /// Whether the prior has no counts (every production that applies is equally likely).
     pub fn is_uniform(&self) -> bool {
-        self.counts.iter().all(|l| l.is_empty())
+        self.counts.iter().all(|l| l.is_empty()) && self.blend.as_ref().is_none_or(|b| b.is_uniform())
     }
 
     /// Counts one use of production `label` in context `ctx`.
@@ -100,14 +104,27 @@ impl Prior {
     /// Backoff: the finest level with counts for this context is interpolated with the next
     /// coarser level that has counts, and that one with the uniform distribution (each time
     /// Witten-Bell: the coarser estimate weighs as much as the number of distinct productions
-    /// seen, plus one); a floor keeps every production possible.
+    /// seen, plus one); a floor keeps every production possible. With a [`Prior::blend`], the
+    /// average of the two priors' probabilities.
     pub(crate) fn probabilities(&self, ctx: &Context, labels: &[String]) -> Vec<f64> {
         let n = labels.len();
         if n == 0 {
             return Vec::new();
         }
+        match &self.blend {
+            Some(b) => {
+                let theirs = b.probabilities(ctx, labels);
+                self.own_probabilities(ctx, labels).iter().zip(&theirs).map(|(a, b)| 0.5 * (a + b)).collect()
+            }
+            None => self.own_probabilities(ctx, labels),
+        }
+    }
+
+    /// [`Prior::probabilities`] from this prior's counts alone.
+    fn own_probabilities(&self, ctx: &Context, labels: &[String]) -> Vec<f64> {
+        let n = labels.len();
         let uniform = 1.0 / n as f64;
-        if self.is_uniform() {
+        if self.counts.iter().all(|l| l.is_empty()) {
             return vec![uniform; n];
         }
         let counts: Vec<Vec<f64>> = (0..self.counts.len())
@@ -220,5 +237,27 @@ mod tests {
         assert!(p.probabilities(&other, &labels)[2] > 0.5);
         let back = Prior::from_json(&p.to_json()).unwrap();
         assert_eq!(back.probabilities(&ctx, &labels), q);
+    }
+
+    /// A blended prior averages the two estimates: what either favours keeps half its weight.
+    #[test]
+    fn blend_averages_both_priors() {
+        let f = feats();
+        let ctx = Context { bits: 16, parent: "root", features: &f };
+        let labels: Vec<String> = ["raw", "rans", "fields(k1)"].iter().map(|s| s.to_string()).collect();
+        let (mut a, mut b) = (Prior::uniform(), Prior::uniform());
+        for _ in 0..10 {
+            a.observe(&ctx, "rans", 1.0);
+            b.observe(&ctx, "fields(k1)", 1.0);
+        }
+        let (pa, pb) = (a.probabilities(&ctx, &labels), b.probabilities(&ctx, &labels));
+        a.blend = Some(std::sync::Arc::new(b));
+        let p = a.probabilities(&ctx, &labels);
+        assert!((p.iter().sum::<f64>() - 1.0).abs() < 1e-9);
+        for i in 0..3 {
+            assert_eq!(p[i].to_bits(), (0.5 * (pa[i] + pb[i])).to_bits());
+        }
+        assert!(p[1] > 0.45 && p[2] > 0.45 && p[0] < 0.1);
+        assert!(!a.is_uniform());
     }
 }

@@ -262,3 +262,36 @@ fn raw_sign_twins() {
     assert_eq!(twin(fields(5, 10, 1, [lanes(), konst(0), raw()])), None);
     assert_eq!(twin(byteplanes(vec![lanes(), lanes()])), None);
 }
+
+/// A winner on the sample that decodes slower than a finalist ranked below it gives way where
+/// the finalist costs less over the whole tensor, and keeps its place where it does not; only
+/// at a level that asks for the check, with a decode price, on a tensor much larger than the
+/// sample.
+#[test]
+fn slow_winner_is_checked_over_the_whole_tensor() {
+    let (dt, n) = (DType::U8, 1usize << 20);
+    let shape = [n as u64];
+    let mut seed = 7u64;
+    let mut next = || {
+        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (seed >> 33) as u8
+    };
+    let noise: Vec<u8> = (0..n).map(|_| next()).collect();
+    let skewed: Vec<u8> = (0..n).map(|_| next() & 3).collect();
+    let (slow, fast) = (rans(), raw());
+    assert!(
+        crate::dsl::cost::program_ns(&slow, Ty::u(8)) >= crate::dsl::cost::program_ns(&fast, Ty::u(8)) + CONFIRM_NS
+    );
+    let opts = SearchOptions { sample_elems: 1 << 14, decode_weight: 0.0025, ..SearchOptions::new(n) };
+    let first = |data: &Vec<u8>, opts: &SearchOptions| {
+        let t = TensorView { name: "w", dtype: &dt, shape: &shape, word_bits: 8, bytes: data.into(), reference: None };
+        let mut ranked = vec![(100, 0), (101, 1)];
+        confirm_slow_winner(&t, opts, &mut ranked, &[&slow, &fast], opts.sample_elems).unwrap();
+        ranked[0].1
+    };
+    assert_eq!(first(&noise, &opts), 1, "raw costs less than rans on noise");
+    assert_eq!(first(&skewed, &opts), 0, "rans saves far more than its price on 2-bit symbols");
+    assert_eq!(first(&noise, &SearchOptions { confirm_whole: false, ..opts.clone() }), 0);
+    assert_eq!(first(&noise, &SearchOptions { decode_weight: 0.0, ..opts.clone() }), 0);
+    assert_eq!(first(&noise, &SearchOptions { sample_elems: n / 4, ..opts.clone() }), 0);
+}
