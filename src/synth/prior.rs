@@ -66,7 +66,12 @@ impl Prior {
 
     /// Whether the prior has no counts (every production that applies is equally likely).
     pub fn is_uniform(&self) -> bool {
-        self.counts.iter().all(|l| l.is_empty()) && self.blend.as_ref().is_none_or(|b| b.is_uniform())
+        !self.has_counts() && self.blend.as_ref().is_none_or(|b| b.is_uniform())
+    }
+
+    /// Whether this prior holds counts of its own (its blend aside).
+    fn has_counts(&self) -> bool {
+        self.counts.iter().any(|l| !l.is_empty())
     }
 
     /// Counts one use of production `label` in context `ctx`.
@@ -124,7 +129,7 @@ impl Prior {
     fn own_probabilities(&self, ctx: &Context, labels: &[String]) -> Vec<f64> {
         let n = labels.len();
         let uniform = 1.0 / n as f64;
-        if self.counts.iter().all(|l| l.is_empty()) {
+        if !self.has_counts() {
             return vec![uniform; n];
         }
         let counts: Vec<Vec<f64>> = (0..self.counts.len())
