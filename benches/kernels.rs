@@ -2,11 +2,12 @@
 //! and 16-bit words, the `fields` merge of bf16 words, and the two-byte-plane merge; and the
 //! XXH3-64 checksum of a 1 MiB chunk (`brevis::internals::hash`) against xxhash-rust's; and the
 //! derivations of `derive` (casts and ggml reference quantizers, K-quants included) from f32; and
-//! the quant kernels of `blocks` (Q5_0, Q3_K, Q5_K and Q6_K quants into their blocks).
+//! the quant kernels of `blocks` (Q5_0, Q3_K, Q5_K and Q6_K quants into their blocks); and the
+//! rebuilding of words from a `palette`.
 
 use brevis::internals::coder::pack;
 use brevis::internals::simd::{self, Isa};
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 use std::time::Duration;
 
 const N: usize = 1 << 20;
@@ -79,6 +80,26 @@ fn bench(c: &mut Criterion) {
     g.finish();
     derivations(c, &w, &isas);
     quant_blocks(c, &w, &isas);
+    palette(c, &w);
+}
+
+/// `palette(32)` rebuilding 2^20 8-bit and 16-bit words on a grid of 13 values per group of 32
+/// (as a requantized 4-bit model's Q8_0 quants hold) from its parts: words per second.
+fn palette(c: &mut Criterion, w: &[u16]) {
+    use brevis::internals::dsl::ops::palette::Palette;
+    use brevis::internals::dsl::{Stream, Ty};
+    let p = Palette { group: 32 };
+    let mut g = c.benchmark_group("palette");
+    g.sample_size(10).measurement_time(Duration::from_secs(1)).warm_up_time(Duration::from_millis(200));
+    g.throughput(Throughput::Elements(N as u64));
+    for bits in [8u32, 16] {
+        let x = Stream::from_fn(Ty::u(bits), N, |i| (i / 32 * 7) as u64 % 64 + 9 * (w[i] % 13) as u64);
+        let parts = p.forward(&x, &mut Vec::new());
+        g.bench_function(format!("inverse_u{bits}"), |b| {
+            b.iter_batched(|| parts.clone(), |parts| p.inverse(x.ty, N, parts).unwrap(), BatchSize::LargeInput)
+        });
+    }
+    g.finish();
 }
 
 /// The quants of 2^20 elements written into their blocks, per level: values per second.

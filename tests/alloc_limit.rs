@@ -241,6 +241,14 @@ fn coded_tensors() -> Vec<Coded> {
             words(2, 4000, |i| if i % 4 < 2 { 0 } else { 0x3000 + (i as u64 * 37) % 700 }),
             sparse(8, huffman(), fields(5, 10, 2, [rans(), raw(), raw()])),
         ),
+        // Words on a grid of 5 values per group of 32, split by `palette`.
+        c(
+            "palette",
+            "BF16",
+            16,
+            words(2, 4000, |i| 0x3c00 + (i as u64 * 7 % 5) * 3 + (i as u64 / 32) * 11),
+            palette(32, huffman(), raw(), lanes(), lanes_adj()),
+        ),
         // Quantization blocks (ggml Q4_0) split by `blocks`: the edge bytes, the fp16 scales, the quants.
         c("quant", "Q4_0", 8, support::gguf::quant_blocks(&mut rng, 18, 200), quant_program()),
     ]

@@ -154,6 +154,39 @@ fn existing_outputs_are_kept_without_force() {
     no_temp_files(d);
 }
 
+/// An output that is a pipe or a device is written, not replaced by a file (with or without
+/// -f): `-o /dev/null` must leave /dev/null a device. Tried on a FIFO read by another thread.
+#[test]
+fn outputs_that_are_pipes_are_written_not_replaced() {
+    use std::os::unix::fs::FileTypeExt;
+    let (dir, m) = setup();
+    let d = dir.path();
+    let fifo = d.join("pipe");
+    let made = Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.is_ok_and(|s| s.success()), "mkfifo (coreutils) is needed for this test");
+    ok(&brevis(d, &["compress", "-q", "model.safetensors", "-o", "model.brv"]));
+    for args in
+        [&["decompress", "-q", "model.brv", "-o", "pipe"][..], &["decompress", "-q", "-f", "model.brv", "-o", "pipe"]]
+    {
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read(fifo).unwrap())
+        };
+        ok(&brevis(d, args));
+        // (Checked before joining: a reader of a replaced pipe would wait forever.)
+        assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo(), "{args:?} replaced the pipe");
+        assert_eq!(reader.join().unwrap(), m, "{args:?}");
+    }
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read(fifo).unwrap())
+    };
+    ok(&brevis(d, &["compress", "-q", "-f", "model.safetensors", "-o", "pipe"]));
+    assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo(), "compress replaced the pipe");
+    assert_eq!(brevis::decompress(&reader.join().unwrap()).unwrap(), m);
+    no_temp_files(d);
+}
+
 #[test]
 fn corrupt_archives_leave_no_output() {
     let (dir, m) = setup();

@@ -291,6 +291,35 @@ fn sparse_file() -> (Vec<u8>, Vec<Option<Node>>) {
     (file, tensors.into_iter().map(|t| Some(t.4)).collect())
 }
 
+/// Version 11: `palette(g)` over bf16 weights on a grid of 12 values per block of 32 (a
+/// quantization-aware checkpoint) and int8 words on one of 6 values per 16, chunks (2^14 bytes)
+/// that end inside a group.
+fn palette_file() -> (Vec<u8>, Vec<Option<Node>>) {
+    let mut g = Lcg(11);
+    let mut grid = |n: usize, group: usize, levels: u64, word: &mut dyn FnMut(u64, u64, u64) -> Vec<u8>| -> Vec<u8> {
+        let (mut base, mut step) = (0, 0);
+        (0..n)
+            .flat_map(|i| {
+                if i % group == 0 {
+                    (base, step) = (g.next() % 64, 1 + g.next() % 5);
+                }
+                word(base, step, g.next() % levels)
+            })
+            .collect()
+    };
+    let bf = grid(12_003, 32, 12, &mut |base, step, k| {
+        let v = (base as f32 - 32.0 + (step * k) as f32) / 256.0;
+        half::bf16::from_f32(v).to_bits().to_le_bytes().to_vec()
+    });
+    let int8 = grid(20_001, 16, 6, &mut |base, step, k| vec![(base + step * k) as u8 ^ 0x80]);
+    let tensors = vec![
+        ("w.qat.bf16", "BF16", vec![12_003], bf, palette(32, huffman(), lanes(), rans_prev(), lanes_adj())),
+        ("w.grid.i8", "I8", vec![20_001], int8, palette(16, raw(), raw(), zstd(3), rans())),
+    ];
+    let file = safetensors("brevis golden v11", &tensors, None, b"");
+    (file, tensors.into_iter().map(|t| Some(t.4)).collect())
+}
+
 /// A GGUF file with a tensor of every block type that `blocks` splits (pseudo-random blocks,
 /// `support::gguf::quant_model`), and the `blocks` program of each: the edge bytes raw, fp16
 /// scales split as floats, wider fields raw, the others through rans, huffman or lanes leaves.
@@ -448,8 +477,14 @@ fn write_golden() {
     let (lowmaster_in, lowbit_in) = lowbit_files();
     let lowmaster = brevis::compress(&lowmaster_in, &brevis::Options::default()).unwrap();
     let lowbit = brevis::compress_with_ref(&lowbit_in, &lowmaster_in, &opts.clone().with_chunk_bytes(5000)).unwrap();
+    // Version 11: `palette(g)`.
+    let (palette_in, palette_programs) = palette_file();
+    let palette =
+        brevis::internals::compress_with_programs(&palette_in, &sparse_opts, &|i, _| palette_programs[i].clone())
+            .unwrap();
     let mut manifest = String::new();
     for (name, archive, original, refname) in [
+        ("palette", &palette, &palette_in, ""),
         ("lowmaster", &lowmaster, &lowmaster_in, ""),
         ("lowbit", &lowbit, &lowbit_in, " lowmaster.brv"),
         ("kmaster", &kmaster, &kmaster_in, ""),
@@ -678,6 +713,19 @@ fn golden_v10_archive_covers_low_bit_k_quants() {
     assert_eq!(programs, ["derive(q2_k)[copyref]", "derive(q3_k)[copyref]"]);
     assert!(brevis::internals::index(&a).tensors.iter().all(|t| t.chunks.len() >= 2));
     assert_eq!(brevis::decompress_with_ref(&archive, &master, &Default::default()).unwrap(), variant);
+}
+
+/// Version 11's golden archive holds `palette` at two group sizes over tensors that span several
+/// chunks, and its input is still what the generator makes.
+#[test]
+fn golden_v11_archive_covers_palette() {
+    let (file, _) = palette_file();
+    assert_programs_over_chunks(
+        11,
+        "palette.brv",
+        &file,
+        &["palette(32)[huffman, lanes, rans(prev, split), lanes(adj)]", "palette(16)[raw, raw, zstd(3), rans]"],
+    );
 }
 
 /// Version 8's golden archive holds `sparse` at three group sizes over tensors that span several

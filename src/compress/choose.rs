@@ -91,6 +91,7 @@ pub(crate) fn search_options(opts: &Options, j: &Job, prior: Arc<Prior>) -> Sear
         screen_elems: level.screen_elems(),
         finalists: level.finalists(),
         zstd_large: level.zstd_large(),
+        zstd_palette: level.zstd_palette(),
         lz_probe: level.lz_probe(),
         plain_rans: level.plain_rans(),
         confirm_whole: level.confirm_whole(),

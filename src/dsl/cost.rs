@@ -44,6 +44,8 @@ pub fn op_ns(op: &Op, ty: Ty) -> f64 {
         Op::Dict(_) => 1.0,
         // A test per word, and a move per value.
         Op::Sparse(_) => 0.8,
+        // A group's words rebuilt from the gaps, then a look-up per word.
+        Op::Palette(_) => 0.6,
         Op::Concat(_) | Op::Repeat(_) | Op::View(_) => 0.1 * bytes,
         Op::Ref(_) => 0.4 * bytes,
         // The prediction: a conversion per word, or a block quantized per 32 values.
@@ -71,6 +73,17 @@ pub fn program_ns(p: &Node, ty: Ty) -> f64 {
                 .zip([1.0 / s.group as f64, 0.5])
                 .map(|((c, t), r)| r * program_ns(c, t))
                 .sum(),
+            // A count and a low word per group; the gaps, taken as half of the words; an index
+            // per word.
+            Op::Palette(g) => {
+                let per_group = 1.0 / g.group as f64;
+                p.children
+                    .iter()
+                    .zip(tys)
+                    .zip([per_group, per_group, 0.5, 1.0])
+                    .map(|((c, t), r)| r * program_ns(c, t))
+                    .sum()
+            }
             _ => p.children.iter().zip(tys).map(|(c, t)| program_ns(c, t)).sum(),
         },
         Err(_) => 0.0,

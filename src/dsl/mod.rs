@@ -24,6 +24,7 @@ use ops::gen::{Arange, Const};
 use ops::lanes::{Lanes, LanesCtx};
 use ops::lz::Zstd;
 use ops::maps::Map;
+use ops::palette::Palette;
 use ops::planes::{BitPlanes, BytePlanes};
 use ops::raw::Raw;
 use ops::reference::RefOp;
@@ -55,6 +56,7 @@ pub enum Op {
     Map(Map),
     Dict(Dict),
     Sparse(Sparse),
+    Palette(Palette),
     Concat(Concat),
     Repeat(Repeat),
     View(View),
@@ -100,7 +102,14 @@ impl Node {
     pub fn reads_payload(&self) -> bool {
         matches!(
             self.op,
-            Op::Raw(_) | Op::Rans(_) | Op::Huffman(_) | Op::Lanes(_) | Op::Zstd(_) | Op::Dict(_) | Op::Sparse(_)
+            Op::Raw(_)
+                | Op::Rans(_)
+                | Op::Huffman(_)
+                | Op::Lanes(_)
+                | Op::Zstd(_)
+                | Op::Dict(_)
+                | Op::Sparse(_)
+                | Op::Palette(_)
         ) || self.children.iter().any(|c| c.reads_payload())
     }
 
@@ -142,6 +151,7 @@ impl Node {
             Op::Map(m) => m.id(),
             Op::Dict(_) => Dict::ID,
             Op::Sparse(_) => Sparse::ID,
+            Op::Palette(_) => Palette::ID,
             Op::Concat(_) => Concat::ID,
             Op::Repeat(_) => Repeat::ID,
             Op::View(_) => View::ID,
@@ -165,6 +175,7 @@ impl Node {
             }
             Op::Dict(d) => d.child_types(ty),
             Op::Sparse(s) => s.child_types(ty),
+            Op::Palette(p) => p.child_types(ty),
             Op::Ref(r) => {
                 r.check(ty)?;
                 Ok(if *r == RefOp::Copy { Vec::new() } else { vec![ty] })
@@ -201,6 +212,7 @@ impl Node {
             Op::View(v) => put_varint(out, v.bits as u64),
             Op::Blocks(b) => b.write(out),
             Op::Sparse(s) => s.write(out),
+            Op::Palette(p) => p.write(out),
             Op::Derive(d) => d.write(out),
             Op::Raw(_) | Op::Huffman(_) | Op::BytePlanes(_) | Op::BitPlanes(_) | Op::Dict(_) | Op::Ref(_) => {}
         }
@@ -251,6 +263,7 @@ impl Node {
             Map::XORCONST_ID | Map::ZIGZAG_ID | Map::ROTATE_ID => Op::Map(Map::read(id, r)?),
             Dict::ID => Op::Dict(Dict),
             Sparse::ID => Op::Sparse(Sparse::read(r)?),
+            Palette::ID => Op::Palette(Palette::read(r)?),
             Concat::ID => Op::Concat(Concat::read(r)?),
             Repeat::ID => Op::Repeat(Repeat::read(r)?),
             View::ID => Op::View(View::read(r)?),
@@ -413,6 +426,11 @@ impl Node {
                 let parts = s.forward(x, out);
                 kids(parts, out)
             }
+            Op::Palette(p) => {
+                p.child_types(x.ty)?;
+                let parts = p.forward(x, out);
+                kids(parts, out)
+            }
             Op::Concat(c) => kids(c.forward(x)?, out),
             Op::Repeat(r) => kids(vec![r.forward(x).ok_or_else(not_applicable)?], out),
             Op::View(v) => kids(vec![v.forward(x)?], out),
@@ -494,6 +512,11 @@ impl Node {
                 let [(mt, mn), (vt, vn)] = s.read_header(ty, n, r)?;
                 let parts = self.decode_children(&[mt, vt], &[mn, vn], r, env)?;
                 s.inverse(ty, n, parts)?
+            }
+            Op::Palette(p) => {
+                let [(ct, cn), (lt, ln), (gt, gn), (it, inn)] = p.read_header(ty, n, r)?;
+                let parts = self.decode_children(&[ct, lt, gt, it], &[cn, ln, gn, inn], r, env)?;
+                p.inverse(ty, n, parts)?
             }
             Op::Concat(c) => {
                 let lens = c.child_lens(n)?;
@@ -599,6 +622,7 @@ impl Node {
             Op::Map(m) => m.to_string(),
             Op::Dict(_) => "dict".into(),
             Op::Sparse(s) => format!("sparse({})", s.group),
+            Op::Palette(p) => format!("palette({})", p.group),
             Op::Concat(c) => format!("concat({:?})", c.lens),
             Op::Repeat(r) => format!("repeat({})", r.period),
             Op::View(v) => format!("view(u{})", v.bits),
@@ -731,6 +755,9 @@ pub mod build {
     }
     pub fn sparse(group: u8, mask: Node, values: Node) -> Node {
         Node::new(Op::Sparse(Sparse { group }), vec![mask, values])
+    }
+    pub fn palette(group: u16, count: Node, low: Node, gaps: Node, index: Node) -> Node {
+        Node::new(Op::Palette(Palette { group }), vec![count, low, gaps, index])
     }
     pub fn dict(table: Node, index: Node) -> Node {
         Node::new(Op::Dict(Dict), vec![table, index])

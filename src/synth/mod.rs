@@ -210,6 +210,8 @@ pub struct SearchOptions {
     /// zstd level of the `zstd` leaf for a tensor over a megabyte (smaller ones get 19); the
     /// compression level sets it.
     pub zstd_large: i32,
+    /// zstd level of the `zstd` leaf on the parts of a `palette`; the compression level sets it.
+    pub zstd_palette: i32,
     /// zstd level of the search's LZ probe; the compression level sets it.
     pub lz_probe: i32,
     /// Whether `rans` leaves with no context or a word back are offered; the compression
@@ -235,6 +237,7 @@ impl SearchOptions {
             screen_elems: SCREEN_ELEMS,
             finalists: FINALISTS,
             zstd_large: 9,
+            zstd_palette: 9,
             lz_probe: 5,
             plain_rans: true,
             confirm_whole: true,
@@ -280,6 +283,7 @@ fn tensor_ctx(t: &TensorView, has_ref: bool, opts: &SearchOptions) -> TensorCtx 
         row,
         ref_ctx,
         zstd_level: if t.bytes.len() <= 1 << 20 { 19 } else { opts.zstd_large },
+        zstd_palette: opts.zstd_palette,
         blocks: block_type(t),
         max_depth: opts.depth,
         decode_weight: opts.decode_weight,
@@ -733,6 +737,7 @@ fn applies(p: &Node, x: &Stream, reference: Option<&Stream>, offset: u64) -> boo
             None => return false,
         },
         Op::Sparse(s) => s.forward(x, &mut Vec::new()),
+        Op::Palette(pal) if pal.child_types(x.ty).is_ok() => pal.forward(x, &mut Vec::new()),
         Op::Fields(f) => f.forward(x),
         Op::BytePlanes(b) => b.forward(x),
         Op::BitPlanes(b) => b.forward(x),

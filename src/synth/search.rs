@@ -230,6 +230,9 @@ impl<'a> Search<'a> {
             .map(|(_, &n)| n)
             .fold(f64::INFINITY, f64::min);
         let hp = if hp.is_finite() { hp } else { 0.0 };
+        // The data's evidence stands in for the prior: a production offered on it is as likely as
+        // the likeliest one.
+        let nlp = prods.iter().zip(nlp).map(|(p, n)| if grammar::evidenced(p) { n.min(hp) } else { n }).collect();
         let (mut h, mut ho) = (est.raw, est.raw);
         for p in prods.iter().filter(|p| !grammar::pointless(p, &parent_label)) {
             let (r, o) = est.for_production(p, x.ty);
@@ -238,6 +241,14 @@ impl<'a> Search<'a> {
         }
         self.holes.push(Hole { parts, idx, depth, parent_ctx, parent_label, aligned, est, h, ho, prods, nlp, hp });
         self.holes.len() - 1
+    }
+
+    /// The realistic and optimistic estimates of production `p` on `hole` from its evaluated
+    /// split: what it writes itself plus its parts' estimates.
+    fn split_estimate(&self, hole: usize, p: usize) -> Option<(f64, f64)> {
+        let Some(Memo::Split(header, kids)) = self.memo.get(&(hole, p)) else { return None };
+        let (h, ho) = kids.iter().map(|&k| &self.holes[k]).fold((0.0, 0.0), |(h, ho), k| (h + k.h, ho + k.ho));
+        Some((*header as f64 + h, *header as f64 + ho))
     }
 
     fn view(&self, hole: usize) -> HoleView<'_> {
@@ -255,8 +266,15 @@ impl<'a> Search<'a> {
     /// Queues the productions of the state's next hole. An entry's priority is the state's with
     /// this hole's estimate and least surprise replaced by the production's own.
     fn push_state(&mut self, s: usize) {
+        let hole = *self.states[s].open.last().unwrap();
+        // Productions offered on evidence are evaluated as soon as their hole comes up: what they
+        // exploit shows in their parts' estimates, not in the hole's order-0 statistics.
+        for i in 0..self.holes[hole].prods.len() {
+            if grammar::evidenced(&self.holes[hole].prods[i]) {
+                self.evaluate(hole, i, usize::MAX);
+            }
+        }
         let st = &self.states[s];
-        let hole = *st.open.last().unwrap();
         let hd = &self.holes[hole];
         let rest = st.h - hd.h;
         let rest_o = st.g as f64 + st.ho - hd.ho;
@@ -273,6 +291,7 @@ impl<'a> Search<'a> {
             }
             let (real, opt) = match self.memo.get(&(hole, i)) {
                 Some(Memo::Leaf(b)) => (*b as f64, *b as f64),
+                Some(Memo::Split(..)) if grammar::evidenced(p) => self.split_estimate(hole, i).unwrap(),
                 _ => hd.est.for_production(p, hd.parts[hd.idx].ty),
             };
             let f = rest_o + opt;
@@ -306,12 +325,16 @@ impl<'a> Search<'a> {
                 let (depth, aligned) = (hd.depth + 1, hd.aligned);
                 // A dict's table and sparse's values are not element-aligned.
                 let is_dict = matches!(prod.op, crate::dsl::Op::Dict(_) | crate::dsl::Op::Sparse(_));
+                let is_palette = matches!(prod.op, crate::dsl::Op::Palette(_));
                 let kids = (0..parts.len())
                     .map(|i| {
                         let ctx = format!("{}#{i}", prod.label);
                         // A dict's table is not element-aligned (its index is), nor are
                         // sparse's mask and values.
-                        let al = aligned && !(is_dict && (i == 0 || matches!(prod.op, crate::dsl::Op::Sparse(_))));
+                        // A palette's index is, its other parts are not.
+                        let al = aligned
+                            && !(is_dict && (i == 0 || matches!(prod.op, crate::dsl::Op::Sparse(_))))
+                            && !(is_palette && i < 3);
                         self.new_hole(parts.clone(), i, depth, ctx, prod.label.clone(), al)
                     })
                     .collect();
@@ -590,6 +613,7 @@ mod tests {
             row: None,
             ref_ctx: None,
             zstd_level: 3,
+            zstd_palette: 3,
             blocks: None,
             max_depth: 3,
             decode_weight: 0.0,

@@ -163,9 +163,13 @@ fn derivable(t: &TensorView, program: &Node, depth: usize) -> bool {
             grammar::Outcome::Split(_, kids) => {
                 let is_dict = matches!(p.op, Op::Dict(_));
                 let is_sparse = matches!(p.op, Op::Sparse(_));
+                let is_palette = matches!(p.op, Op::Palette(_));
                 kids.len() == p.children.len()
                     && p.children.iter().enumerate().all(|(i, c)| {
-                        let al = aligned && !(is_dict && i == 0) && !is_sparse;
+                        // A dict's table, sparse's parts and a palette's counts, lows and gaps
+                        // are not element-aligned.
+                        let unaligned = is_sparse || (is_dict && i == 0) || (is_palette && i < 3);
+                        let al = aligned && !unaligned;
                         walk(t, c, &kids, i, depth + 1, &prod.label, al, r)
                     })
             }

@@ -27,13 +27,25 @@ pub fn write_atomic(out: &Path, force: bool, attrs: &OutputAttrs, data: &[u8]) -
 
 /// Lets `fill` write `out` into a temporary file in the same folder, created with `attrs`'s
 /// mode (under the umask); then gives it `attrs`'s time and owner, fsyncs it and renames it
-/// into place. On an error (or Ctrl-C) the temporary file is removed and nothing is left.
+/// into place. On an error (or Ctrl-C) the temporary file is removed and nothing is left. An
+/// `out` that is a device or a pipe (`/dev/null`, a FIFO) is written, not replaced: the whole
+/// output is made in an unnamed temporary file first, then copied to it.
 pub fn write_atomic_with(
     out: &Path,
     force: bool,
     attrs: &OutputAttrs,
     fill: impl FnOnce(&mut std::fs::File) -> Result<(), String>,
 ) -> Result<(), String> {
+    if is_special(out) {
+        let mut spool = spool()?;
+        fill(&mut spool)?;
+        let len = spool.metadata().map_err(|e| format!("cannot write {}: {e}", out.display()))?.len();
+        let mut dev = std::fs::OpenOptions::new()
+            .write(true)
+            .open(out)
+            .map_err(|e| format!("cannot open {}: {e}", out.display()))?;
+        return copy_spool(&mut spool, len, &mut dev).map_err(|e| format!("cannot write {}: {e}", out.display()));
+    }
     let mut tmp = attrs.temp_file_beside(out).map_err(|e| format!("cannot create a temporary file {e}"))?;
     *PENDING.lock().unwrap() = Some(tmp.path().to_path_buf());
     let res = (|| {
@@ -53,8 +65,14 @@ pub fn write_atomic_with(
     res
 }
 
+/// Whether `path` exists and is neither a regular file nor a directory (a device such as
+/// `/dev/null`, a FIFO, a socket), following symbolic links.
+pub fn is_special(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir())
+}
+
 /// Refuses an output that is a directory (or names one: it ends in `/`), that exists (without
-/// `force`), or that is the input.
+/// `force`; a device or a pipe is written without it), or that is the input.
 pub fn check_output(input: &Path, out: &Path, force: bool) -> Result<(), String> {
     if out.is_dir() {
         return Err(format!("{} is a directory; give a file name with -o", out.display()));
@@ -62,7 +80,7 @@ pub fn check_output(input: &Path, out: &Path, force: bool) -> Result<(), String>
     if out.as_os_str().to_string_lossy().ends_with(std::path::is_separator) {
         return Err(format!("{} names a directory (it ends in '/'); give a file name with -o", out.display()));
     }
-    if out.exists() {
+    if out.exists() && !is_special(out) {
         if !force {
             return Err(format!("{} already exists; use -f to overwrite", out.display()));
         }
@@ -241,14 +259,18 @@ pub fn spool() -> Result<std::fs::File, String> {
 
 /// Copies the first `len` bytes of the complete output `spool` to standard output.
 pub fn spool_to_stdout(spool: &mut std::fs::File, len: u64) -> Result<(), String> {
-    let failed = |e: std::io::Error| format!("cannot write stdout: {e}");
-    spool.rewind().map_err(failed)?;
-    let mut out = std::io::stdout().lock();
-    let copied = std::io::copy(&mut (&*spool).take(len), &mut out).map_err(failed)?;
+    copy_spool(spool, len, &mut std::io::stdout().lock()).map_err(|e| format!("cannot write stdout: {e}"))
+}
+
+/// Copies the first `len` bytes of the complete output `spool` to `out`.
+fn copy_spool(spool: &mut std::fs::File, len: u64, out: &mut impl Write) -> std::io::Result<()> {
+    spool.rewind()?;
+    let copied = std::io::copy(&mut (&*spool).take(len), out)?;
     if copied != len {
-        return Err(format!("cannot write stdout: the temporary output ended after {copied} of {len} bytes"));
+        let why = format!("the temporary output ended after {copied} of {len} bytes");
+        return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, why));
     }
-    out.flush().map_err(failed)
+    out.flush()
 }
 
 /// Flushes the folder holding `path` to disk, so that a rename into it survives a crash.

@@ -11,6 +11,7 @@ pub mod gen;
 pub mod lanes;
 pub mod lz;
 pub mod maps;
+pub mod palette;
 pub mod planes;
 pub mod raw;
 pub mod reference;
