@@ -136,6 +136,7 @@ impl Ord for Entry {
     }
 }
 
+#[derive(Clone)]
 enum Memo {
     Fail,
     Leaf(usize),
@@ -454,6 +455,23 @@ impl<'a> Search<'a> {
         }
     }
 
+    /// The evidenced split evaluated on `hole` whose bytes plus its parts' cheapest leaves look
+    /// smallest: (that total, what the split writes itself, production, its parts' holes).
+    fn cheapest_evidenced_split(&mut self, hole: usize) -> Option<(usize, usize, usize, Vec<usize>)> {
+        let mut best: Option<(usize, usize, usize, Vec<usize>)> = None;
+        for i in 0..self.holes[hole].prods.len() {
+            if !grammar::evidenced(&self.holes[hole].prods[i]) {
+                continue;
+            }
+            let Some(Memo::Split(header, kids)) = self.memo.get(&(hole, i)).cloned() else { continue };
+            let total = header + kids.iter().map(|&k| self.cheapest_leaf(k).0).sum::<usize>();
+            if best.as_ref().is_none_or(|b| total < b.0) {
+                best = Some((total, header, i, kids.to_vec()));
+            }
+        }
+        best
+    }
+
     /// The leaf that looks cheapest for a hole: exact where it was evaluated, else its
     /// realistic estimate (raw and const are always exact). Returns (bytes, production, exact).
     fn cheapest_leaf(&mut self, hole: usize) -> (usize, usize, bool) {
@@ -510,7 +528,16 @@ impl<'a> Search<'a> {
             let mut open = self.states[s].open.clone();
             let (mut g, mut cur, mut exact) = (self.states[s].g, s, true);
             while let Some(hole) = open.pop() {
-                let (b, p, ex) = self.cheapest_leaf(hole);
+                let (mut b, mut p, mut ex) = self.cheapest_leaf(hole);
+                // An evaluated evidenced split, its parts completed by their cheapest leaves, where
+                // that looks cheaper: the budget may run out before the search reaches its hole
+                // (the quants of a block split, the last of its fields).
+                if let Some((total, header, sp, kids)) = self.cheapest_evidenced_split(hole) {
+                    if total < b {
+                        (b, p, ex) = (header, sp, false);
+                        open.extend(kids.iter().rev());
+                    }
+                }
                 g += b;
                 exact &= ex;
                 self.states.push(State {
@@ -646,6 +673,45 @@ mod tests {
         let with = TensorCtx { plain_rans: true, ..t };
         let labels: Vec<String> = grammar::productions(&with, &hole).into_iter().map(|p| p.label).collect();
         assert_eq!(labels.iter().filter(|l| l.starts_with("rans")).count(), 4, "{labels:?}");
+    }
+
+    /// Words on a grid of a few values per group of 32 (a dequantized 4-bit model): the palette
+    /// is offered on that evidence and evaluated at once, so that the search finds it with a
+    /// budget of one expansion as with two hundred. Groups' values drawn across the stream offer
+    /// no palette.
+    #[test]
+    fn grids_take_a_palette_even_when_the_budget_runs_out() {
+        let mut x = 7u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let (mut base, mut step) = (0, 0);
+        let words: Vec<u64> = (0..8192)
+            .map(|i| {
+                if i % 32 == 0 {
+                    (base, step) = (next() % 200, 1 + next() % 9);
+                }
+                base + step * (next() % 12)
+            })
+            .collect();
+        let grid = Stream::from_iter(crate::dsl::Ty::u(8), words.iter().copied());
+        let t = ctx(None);
+        let prior = Prior::uniform();
+        for budget in [1, 200] {
+            let mut search = Search::new(&t, &prior, grid.clone(), None);
+            search.run(budget, 0);
+            let found = search.results(4, false);
+            assert!(found[0].program.to_string().starts_with("palette(32)"), "budget {budget}: {}", found[0].program);
+        }
+        // The same words, their groups mixed: as many distinct words per group as across.
+        let mixed = Stream::from_fn(crate::dsl::Ty::u(8), words.len(), |i| words[i * 97 % words.len()]);
+        let hole =
+            HoleView { stream: &mixed, siblings: &[], depth: 0, parent_label: "", aligned: true, repeats: false };
+        let labels: Vec<String> = grammar::productions(&t, &hole).into_iter().map(|p| p.label).collect();
+        assert!(!labels.iter().any(|l| l.starts_with("palette")), "{labels:?}");
     }
 
     /// Every complete program's bytes are what `estimated_len_with` gives for it, and close to
