@@ -143,11 +143,12 @@ pub const PALETTE_GROUPS: [u16; 2] = [16, 32];
 /// (SmolLM2's requantized Q8_0, Q6_K and Q5_0 quants); independent quants 0.95-1.0 (MiniLM's Q8_0
 /// and Q5_1), even where their alphabet is small enough that any group holds few values.
 fn few_per_group(x: &Stream, g: usize) -> bool {
-    let words = x.u16_symbols();
-    let groups = (words.len() / g).min(256);
+    let groups = (x.len() / g).min(256);
     if groups < 16 {
         return false;
     }
+    // Only the groups measured (the hole's stream can be a whole sample; this runs per group size).
+    let words: Vec<u16> = (0..groups * g).map(|i| x.get(i) as u16).collect();
     let mut sorted = Vec::with_capacity(g);
     let mut distinct = |group: &mut dyn Iterator<Item = u16>| {
         sorted.clear();

@@ -675,19 +675,23 @@ mod tests {
         assert_eq!(labels.iter().filter(|l| l.starts_with("rans")).count(), 4, "{labels:?}");
     }
 
+    /// A xorshift64 generator from the seed `x` (not 0).
+    fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
+        move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        }
+    }
+
     /// Words on a grid of a few values per group of 32 (a dequantized 4-bit model): the palette
     /// is offered on that evidence and evaluated at once, so that the search finds it with a
     /// budget of one expansion as with two hundred. Groups' values drawn across the stream offer
     /// no palette.
     #[test]
     fn grids_take_a_palette_even_when_the_budget_runs_out() {
-        let mut x = 7u64;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(7);
         let (mut base, mut step) = (0, 0);
         let words: Vec<u64> = (0..8192)
             .map(|i| {
@@ -718,13 +722,7 @@ mod tests {
     /// what the encoder writes.
     #[test]
     fn program_sizes_are_the_estimated_lengths() {
-        let mut x = 1u64;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(1);
         let words: Vec<u64> =
             (0..5000).map(|i| 0x3c00 + (next() % 300) + if i % 7 == 0 { 0x8000 } else { 0 }).collect();
         let s = Stream::from_iter(crate::dsl::Ty::u(16), words.into_iter());
