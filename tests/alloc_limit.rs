@@ -241,6 +241,14 @@ fn coded_tensors() -> Vec<Coded> {
             words(2, 4000, |i| if i % 4 < 2 { 0 } else { 0x3000 + (i as u64 * 37) % 700 }),
             sparse(8, huffman(), fields(5, 10, 2, [rans(), raw(), raw()])),
         ),
+        // A pruned tensor whose mask is coded with the density of its bits as the context.
+        c(
+            "pop",
+            "F16",
+            16,
+            words(2, 40_000, |i| if (i * 7 / 384 + i * i) % 5 < 2 { 0x3000 + (i as u64 * 37) % 700 } else { 0 }),
+            sparse(4, rans_pop(16), fields(5, 10, 2, [rans(), raw(), raw()])),
+        ),
         // Words on a grid of 5 values per group of 32, split by `palette`.
         c(
             "palette",

@@ -7,6 +7,7 @@
 
 mod support;
 
+use brevis::internals::coder::bitio::ByteReader;
 use brevis::internals::dsl::build::*;
 use brevis::internals::dsl::ops::blocks::{self, Blocks};
 use brevis::internals::dsl::ops::maps::Map;
@@ -320,6 +321,33 @@ fn palette_file() -> (Vec<u8>, Vec<Option<Node>>) {
     (file, tensors.into_iter().map(|t| Some(t.4)).collect())
 }
 
+/// Version 12: `rans(pop d)` on the masks of fp16 and bf16 weights pruned row by row to
+/// different densities (rows of 384 and 96 words), chunks (2^17 bytes) long enough for the
+/// contexts to pay, ending inside a group.
+fn pop_file() -> (Vec<u8>, Vec<Option<Node>>) {
+    let mut g = Lcg(12);
+    let mut pruned = |n: usize, row: usize, word: fn(f32) -> [u8; 2]| -> Vec<u8> {
+        let mut keep = 0;
+        (0..n)
+            .flat_map(|i| {
+                if i % row == 0 {
+                    keep = g.next() % 8;
+                }
+                let v = (g.next() % 2000) as f32 / 1000.0 - 1.0;
+                word(if g.next() % 16 < keep { v } else { 0.0 })
+            })
+            .collect()
+    };
+    let f16 = pruned(140_003, 384, |v| half::f16::from_f32(v).to_bits().to_le_bytes());
+    let bf = pruned(70_001, 96, |v| half::bf16::from_f32(v).to_bits().to_le_bytes());
+    let tensors = vec![
+        ("w.pruned.f16", "F16", vec![140_003], f16, sparse(8, rans_pop(16), fields(5, 10, 2, [lanes(), raw(), raw()]))),
+        ("w.pruned.bf16", "BF16", vec![70_001], bf, sparse(4, rans_pop(1), fields(8, 7, 1, [huffman(), raw(), raw()]))),
+    ];
+    let file = safetensors("brevis golden v12", &tensors, None, b"");
+    (file, tensors.into_iter().map(|t| Some(t.4)).collect())
+}
+
 /// A GGUF file with a tensor of every block type that `blocks` splits (pseudo-random blocks,
 /// `support::gguf::quant_model`), and the `blocks` program of each: the edge bytes raw, fp16
 /// scales split as floats, wider fields raw, the others through rans, huffman or lanes leaves.
@@ -482,8 +510,13 @@ fn write_golden() {
     let palette =
         brevis::internals::compress_with_programs(&palette_in, &sparse_opts, &|i, _| palette_programs[i].clone())
             .unwrap();
+    // Version 12: `rans(pop d)` on sparse masks.
+    let (pop_in, pop_programs) = pop_file();
+    let pop_opts = opts.clone().with_chunk_bytes(1 << 17);
+    let pop = brevis::internals::compress_with_programs(&pop_in, &pop_opts, &|i, _| pop_programs[i].clone()).unwrap();
     let mut manifest = String::new();
     for (name, archive, original, refname) in [
+        ("pop", &pop, &pop_in, ""),
         ("palette", &palette, &palette_in, ""),
         ("lowmaster", &lowmaster, &lowmaster_in, ""),
         ("lowbit", &lowbit, &lowbit_in, " lowmaster.brv"),
@@ -726,6 +759,35 @@ fn golden_v11_archive_covers_palette() {
         &file,
         &["palette(32)[huffman, lanes, rans(prev, split), lanes(adj)]", "palette(16)[raw, raw, zstd(3), rans]"],
     );
+}
+
+/// Version 12's golden archive holds `rans(pop d)` on sparse masks over tensors that span
+/// several chunks, with more than one context table in each whole chunk, and its input is still
+/// what the generator makes.
+#[test]
+fn golden_v12_archive_covers_pop_contexts() {
+    let (file, _) = pop_file();
+    assert_programs_over_chunks(
+        12,
+        "pop.brv",
+        &file,
+        &[
+            "sparse(8)[rans(pop 16), fields(e5,m10,k2)[lanes, raw, raw]]",
+            "sparse(4)[rans(pop 1), fields(e8,m7,k1)[huffman, raw, raw]]",
+        ],
+    );
+    let archive = golden_archive(12, "pop.brv", &file);
+    let a = brevis::Archive::open(&archive).unwrap();
+    for t in &brevis::internals::index(&a).tensors {
+        let whole = &t.chunks[..t.chunks.len() - 1];
+        for c in whole {
+            // The chunk payload: the count of values, then the mask leaf's block, length-prefixed.
+            let mut r = ByteReader::new(&archive[c.offset as usize..(c.offset + c.len) as usize]);
+            r.varint().unwrap();
+            let tables = brevis::internals::coder::rans::block_tables(r.bytes().unwrap()).unwrap();
+            assert!(tables > 1, "a mask block of one table");
+        }
+    }
 }
 
 /// Version 8's golden archive holds `sparse` at three group sizes over tensors that span several

@@ -576,7 +576,7 @@ proptest! {
         zeros in 0u64..=4,
         group in 1u8..=16,
         seed: u64,
-        pick in 0u8..4,
+        pick in 0u8..5,
     ) {
         // A share zeros/4 of the words are zero (all of them at 4, none at 0).
         let mut rng = Rng(seed);
@@ -585,6 +585,7 @@ proptest! {
             0 => (raw(), raw()),
             1 => (rans(), zstd(3)),
             2 => (huffman(), delta(1, raw())),
+            3 => (rans_pop(1 + (seed % 64) as u8), raw()),
             _ => (rans_prev(), raw()),
         };
         check(&sparse(group, m, v), &x, 0)?;
@@ -911,7 +912,7 @@ fn random_program(ty: Ty, rng: &mut Rng, depth: u32, sibs: &[Ty], idx: bool) -> 
     let leaf = |rng: &mut Rng| -> Node {
         let mut v = vec![raw(), zstd(1 + rng.below(5) as i32)];
         if w <= 16 {
-            v.extend([rans(), rans_prev(), rans_back(1 + rng.below(40)), huffman()]);
+            v.extend([rans(), rans_prev(), rans_back(1 + rng.below(40)), rans_pop(1 + rng.below(64) as u8), huffman()]);
             if !idx {
                 v.push(rans_ref(rng.below(64) as u8, 1 + rng.below(16) as u8));
             }
@@ -1292,6 +1293,8 @@ fn wire_form_of_every_operator_and_extreme_parameters() {
         view(32, raw()),
         sparse(1, raw(), raw()),
         sparse(16, rans_prev(), fields(11, 52, 3, [huffman(), raw(), raw()])),
+        sparse(8, rans_pop(1), raw()),
+        sparse(16, rans_pop(64), raw()),
     ];
     for p in &programs {
         check_wire(p, ty64).unwrap();
@@ -1316,9 +1319,14 @@ fn wire_form_of_every_operator_and_extreme_parameters() {
     assert!(Node::parse(&rans().to_bytes(), Ty::u(32)).is_err());
     assert!(Node::parse(&huffman().to_bytes(), Ty::u(17)).is_err());
     assert!(Node::parse(&byteplanes(vec![rans(), rans_side(0)]).to_bytes(), Ty::u(16)).is_ok());
-    // Zero strides, periods and distances are refused on the wire.
-    for p in [delta(0, raw()), xor(0, raw()), repeat(0, raw()), rans_back(0)] {
+    // Zero strides, periods and distances are refused on the wire, and so are popcount windows
+    // of 0 or over 64 words.
+    for p in [delta(0, raw()), xor(0, raw()), repeat(0, raw()), rans_back(0), rans_pop(0), rans_pop(65)] {
         assert!(Node::parse(&p.to_bytes(), Ty::u(16)).is_err(), "{p}");
+    }
+    // Unknown context kinds are Unsupported.
+    for kind in [6u8, 0xFF] {
+        assert!(matches!(Node::parse(&[0x02, kind], Ty::u(8)), Err(Error::Unsupported(_))), "kind {kind}");
     }
     // copy is only allowed at the root.
     assert!(Node::parse(&copy(0).to_bytes(), Ty::u(16)).is_ok());

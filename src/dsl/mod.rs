@@ -352,6 +352,9 @@ impl Node {
                 return Err(Error::invalid("entropy leaf over words wider than 16 bits"))
             }
             Op::Rans(Rans { ctx: LeafCtx::Back(0), .. }) => return Err(Error::invalid("zero context distance")),
+            Op::Rans(Rans { ctx: LeafCtx::Pop(d), .. }) if *d == 0 || *d as usize > crate::coder::rans::MAX_POP => {
+                return Err(Error::invalid("rans: popcount window out of range"))
+            }
             Op::Scan(s) if s.stride == 0 => return Err(Error::invalid("zero stride")),
             Op::Repeat(r) if r.period == 0 => return Err(Error::invalid("zero period")),
             _ => {}
@@ -704,6 +707,9 @@ pub mod build {
     }
     pub fn copyref() -> Node {
         Node::leaf(Op::Ref(RefOp::Copy))
+    }
+    pub fn rans_pop(window: u8) -> Node {
+        Node::leaf(Op::Rans(Rans::new(LeafCtx::Pop(window))))
     }
     pub fn rans_side(j: u8) -> Node {
         Node::leaf(Op::Rans(Rans::new(LeafCtx::Side(j))))

@@ -96,6 +96,7 @@ pub fn label_of(op: &Op, t: &TensorCtx) -> String {
             LeafCtx::Back(_) => "rans(back)".into(),
             LeafCtx::Side(j) => format!("rans(side{j})"),
             LeafCtx::Ref { .. } => "rans(ref)".into(),
+            LeafCtx::Pop(_) => "rans(pop)".into(),
         },
         Op::Huffman(_) => "huffman".into(),
         Op::Lanes(Lanes { ctx: LanesCtx::Interleaved(coder::lanes::Ctx::Back(d)) }) => match Some(*d as u64) {

@@ -531,6 +531,11 @@ fn choose_traced(t: &TensorView, opts: &SearchOptions) -> Result<(Choice, Deriva
         add_twins(&mut found, fast_twin);
         add_twins(&mut found, raw_sign_twin);
     }
+    // So does the twin of a zero mask's with its density as the context, whose tables pay on a
+    // chunk but not on the screen (where `rans` leaves are offered: not at `fast`).
+    if opts.plain_rans {
+        add_twins(&mut found, mask_twin);
+    }
     // The packed twin of a block split competes too: on the screen, the table of a byte
     // alphabet weighs more than it does on a whole chunk.
     add_twins(&mut found, packed_twin);
@@ -618,7 +623,7 @@ fn fast_twin(p: &Node) -> Option<Node> {
     use crate::dsl::ops::entropy::{LeafCtx, Rans};
     let leaf = match &p.op {
         Op::Huffman(_) | Op::Rans(Rans { ctx: LeafCtx::None, .. }) => Some(lanes()),
-        Op::Rans(Rans { ctx: LeafCtx::Back(1), .. }) => Some(lanes_adj()),
+        Op::Rans(Rans { ctx: LeafCtx::Back(1) | LeafCtx::Pop(_), .. }) => Some(lanes_adj()),
         Op::Rans(Rans { ctx: LeafCtx::Back(d), .. }) if d % LANES as u64 == 0 && *d <= MAX_BACK as u64 => {
             Some(Node::leaf(Op::Lanes(crate::dsl::ops::lanes::Lanes::interleaved(Ctx::Back(*d as u32)))))
         }
@@ -628,6 +633,32 @@ fn fast_twin(p: &Node) -> Option<Node> {
         return leaf;
     }
     let kids: Vec<Option<Node>> = p.children.iter().map(fast_twin).collect();
+    if kids.iter().all(|k| k.is_none()) {
+        return None;
+    }
+    let children = kids.into_iter().zip(&p.children).map(|(k, c)| k.unwrap_or_else(|| c.clone())).collect();
+    Some(Node::new(p.op.clone(), children))
+}
+
+/// Mask words (bytes of `sparse(8)`'s mask) whose set bits are the context of the mask twin's
+/// `rans(pop)`: 128 mask bits before each word, in its quarter of the chunk. On the masks of a
+/// pruned MiniLM (80% zeros, chunks of 2^19 elements) windows of 8, 16 and 32 bytes saved 9.2,
+/// 9.5 and 9.1 KB of the word embeddings' 1027 KB against `rans` without a context.
+pub const POP_WINDOW: u8 = 16;
+
+/// `p` with the mask of each `sparse` coded by `rans(pop)`, the density of the mask's bits
+/// before each word as its context; None when nothing changes.
+fn mask_twin(p: &Node) -> Option<Node> {
+    let pop = rans_pop(POP_WINDOW);
+    let kids: Vec<Option<Node>> = p
+        .children
+        .iter()
+        .enumerate()
+        .map(|(i, c)| match &p.op {
+            Op::Sparse(_) if i == 0 => (*c != pop).then(|| pop.clone()),
+            _ => mask_twin(c),
+        })
+        .collect();
     if kids.iter().all(|k| k.is_none()) {
         return None;
     }

@@ -34,6 +34,13 @@ pub enum Ctx<'a> {
     /// `Back(4 stride)` block over the *coded order*: run 0's first symbol, run 1's first, run 2's,
     /// run 3's, run 0's second, ..., then the last `n - 4q` symbols.
     Split(usize),
+    /// The number of set bits in the `stride` symbols before it in its run, over the four runs
+    /// of [`Ctx::Split`]: the density of a bit mask around the symbol (a pruned tensor's rows
+    /// differ in how many weights they keep). On the wire the block is one over the coded order
+    /// of `Split` whose symbol at coded position `i` has the context value
+    /// `popcount(s[i - 4]) + ... + popcount(s[i - 4 stride])` (terms before the start are 0), at
+    /// most `16 stride`; `1 <= stride <= MAX_POP`.
+    Pop(usize),
     /// A stream decoded earlier, one value per symbol.
     Side(&'a [u16]),
 }
@@ -46,6 +53,8 @@ const MIN_PROB_BITS: u32 = 10;
 const MAX_LOG: u64 = 40;
 /// Most contexts a block may use.
 pub const MAX_CONTEXTS: usize = 64;
+/// Largest window of [`Ctx::Pop`], in symbols.
+pub const MAX_POP: usize = 64;
 
 /// One frequency table: used symbols in ascending order and their frequencies (sum 2^prob_bits).
 #[derive(Clone, Debug, PartialEq)]
@@ -221,8 +230,8 @@ fn context_values<'a>(symbols: &[u16], ctx: Ctx<'a>) -> std::borrow::Cow<'a, [u1
             Cow::Owned(v)
         }
         Ctx::Side(s) => Cow::Borrowed(s),
-        // `encode` and `estimated_len` code it as `Back` over its coded order.
-        Ctx::Split(_) => unreachable!("a split context is coded as Back over its coded order"),
+        // `encode` and `estimated_len` code them over their coded order.
+        Ctx::Split(_) | Ctx::Pop(_) => unreachable!("a context in four runs is coded over its coded order"),
     }
 }
 
@@ -558,8 +567,13 @@ fn prepare(symbols: &[u16], ctx: Ctx, with_enc: bool) -> Prepared {
 /// The block's length in bytes as [`encode`] would write it, with the coded symbols estimated
 /// from the tables (within a few bytes; the search compares candidates with it).
 pub fn estimated_len(symbols: &[u16], ctx: Ctx) -> usize {
-    if let Ctx::Split(d) = ctx {
-        return estimated_len(&coded_order(symbols), Ctx::Back(4 * d));
+    match ctx {
+        Ctx::Split(d) => return estimated_len(&coded_order(symbols), Ctx::Back(4 * d)),
+        Ctx::Pop(d) => {
+            let coded = coded_order(symbols);
+            return estimated_len(&coded, Ctx::Side(&pop_values(&coded, d)));
+        }
+        _ => {}
     }
     let p = prepare(symbols, ctx, false);
     let words = (p.data_bits / 16.0).ceil() as usize;
@@ -568,8 +582,14 @@ pub fn estimated_len(symbols: &[u16], ctx: Ctx) -> usize {
 
 /// Encodes `symbols` (at least one) and appends the block to `out`.
 pub fn encode(symbols: &[u16], ctx: Ctx, out: &mut Vec<u8>) {
-    if let Ctx::Split(d) = ctx {
-        return encode(&coded_order(symbols), Ctx::Back(4 * d), out);
+    match ctx {
+        Ctx::Split(d) => return encode(&coded_order(symbols), Ctx::Back(4 * d), out),
+        // The same block as a side context of these values: the decoder computes them itself.
+        Ctx::Pop(d) => {
+            let coded = coded_order(symbols);
+            return encode(&coded, Ctx::Side(&pop_values(&coded, d)), out);
+        }
+        _ => {}
     }
     let Prepared { header, k, compact, rank, stride, enc, table_of, .. } = prepare(symbols, ctx, true);
     out.extend_from_slice(&header);
@@ -601,6 +621,33 @@ fn coded_order(symbols: &[u16]) -> Vec<u16> {
     }
     out.extend_from_slice(&symbols[4 * q..]);
     out
+}
+
+/// Bits set in each 16-bit word, by byte.
+static POPCOUNT: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = (i as u32).count_ones() as u8;
+        i += 1;
+    }
+    t
+};
+
+/// The bits set in `v` (a table look-up per byte: the baseline x86-64 target has no `popcnt`).
+#[inline(always)]
+fn popcount(v: u16) -> u32 {
+    POPCOUNT[(v & 0xFF) as usize] as u32 + POPCOUNT[(v >> 8) as usize] as u32
+}
+
+/// The context values of [`Ctx::Pop`] over a block in coded order.
+fn pop_values(coded: &[u16], d: usize) -> Vec<u16> {
+    let mut v = vec![0u16; coded.len()];
+    for i in 4..coded.len() {
+        let gone = if i >= 4 * (d + 1) { popcount(coded[i - 4 * (d + 1)]) } else { 0 };
+        v[i] = (v[i - 4] as u32 + popcount(coded[i - 4]) - gone) as u16;
+    }
+    v
 }
 
 /// One used symbol of a decode table: its value, frequency - 1 and cumulative frequency.
@@ -719,8 +766,9 @@ impl<I: Copy + Into<usize>> Decoder<'_, I> {
     fn decode(&self, states: &mut [u32; 4], out: &mut [u16], ctx: Ctx, one_table: bool) -> usize {
         let first = self.table(0);
         match ctx {
-            Ctx::Split(d) if one_table => self.run_split(states, out, d, |_| first),
+            Ctx::Split(d) | Ctx::Pop(d) if one_table => self.run_split(states, out, d, |_| first),
             Ctx::Split(d) => self.run_split(states, out, d, |v| self.table(v)),
+            Ctx::Pop(d) => self.run_pop(states, out, d),
             _ if one_table => self.run(states, out, |_, _| first),
             Ctx::None => self.run(states, out, |_, _| first),
             // Symbols before the first `d` have context 0; afterwards no branch is needed.
@@ -769,6 +817,44 @@ impl<I: Copy + Into<usize>> Decoder<'_, I> {
         *states = xs;
         w
     }
+
+    /// [`Ctx::Pop`]: the four runs decoded side by side into their places, each with the bits
+    /// set in its last `d` symbols as the context; then the tail, whose symbol `t` has run `t`'s
+    /// count after its last symbol (the `d` coded positions `4 k` before it are run `t`'s last).
+    #[inline(always)]
+    fn run_pop(&self, states: &mut [u32; 4], out: &mut [u16], d: usize) -> usize {
+        let n = out.len();
+        let q = n / 4;
+        let [mut x0, mut x1, mut x2, mut x3] = *states;
+        let mut c = [0u32; 4];
+        let mut w = 0usize;
+        let o = out.as_mut_ptr();
+        // SAFETY: `r < q`, so every index is below `4 q <= n`, and `r - d` is taken only for
+        // `r >= d`. A count is at most `16 d`, below the length of `by_ctx` (`decode` sizes it so).
+        unsafe {
+            for r in 0..q {
+                let s = [
+                    self.step(&mut x0, self.table(c[0] as u16), &mut w),
+                    self.step(&mut x1, self.table(c[1] as u16), &mut w),
+                    self.step(&mut x2, self.table(c[2] as u16), &mut w),
+                    self.step(&mut x3, self.table(c[3] as u16), &mut w),
+                ];
+                for (j, (cj, sj)) in c.iter_mut().zip(s).enumerate() {
+                    *o.add(j * q + r) = sj;
+                    *cj += popcount(sj);
+                    if r >= d {
+                        *cj -= popcount(*o.add(j * q + r - d));
+                    }
+                }
+            }
+        }
+        let mut xs = [x0, x1, x2, x3];
+        for t in 0..n - 4 * q {
+            out[4 * q + t] = self.step(&mut xs[t], self.table(c[t] as u16), &mut w);
+        }
+        *states = xs;
+        w
+    }
 }
 
 /// Slot tables: for each table, the index of each slot's symbol within the table.
@@ -783,6 +869,11 @@ fn slot_indices<I: Copy + Default + TryFrom<usize>>(tables: &[Table]) -> Vec<I> 
     slots
 }
 
+/// The number of frequency tables (contexts that the encoder kept) of a block.
+pub fn block_tables(block: &[u8]) -> Result<usize> {
+    Ok(BitReader::new(block).gamma()? as usize)
+}
+
 /// Decodes `n` symbols from the start of `input`; returns the bytes consumed.
 pub fn decode(input: &[u8], n: usize, ctx: Ctx, out: &mut Vec<u16>) -> Result<usize> {
     if let Ctx::Side(s) = ctx {
@@ -790,8 +881,11 @@ pub fn decode(input: &[u8], n: usize, ctx: Ctx, out: &mut Vec<u16>) -> Result<us
             return Err(Error::corrupt("rANS: context stream length mismatch"));
         }
     }
-    if matches!(ctx, Ctx::Split(0) | Ctx::Back(0)) {
+    if matches!(ctx, Ctx::Split(0) | Ctx::Back(0) | Ctx::Pop(0)) {
         return Err(Error::corrupt("rANS: zero context distance"));
+    }
+    if matches!(ctx, Ctx::Pop(d) if d > MAX_POP) {
+        return Err(Error::corrupt("rANS: popcount window too long"));
     }
     let mut r = BitReader::new(input);
     let k = r.gamma()?;
@@ -846,6 +940,8 @@ pub fn decode(input: &[u8], n: usize, ctx: Ctx, out: &mut Vec<u16>) -> Result<us
     let by_ctx: Vec<TableRef> = if k > 1 {
         let range = match ctx {
             Ctx::Side(s) => s.iter().copied().max().unwrap_or(0) as usize + 1,
+            // A count of set bits in `d` symbols of at most 16 bits.
+            Ctx::Pop(d) => 16 * d + 1,
             _ => max_sym as usize + 1,
         };
         ctx_map(&thresholds, range).into_iter().map(|c| refs[c as usize]).collect()

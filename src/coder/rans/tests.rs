@@ -20,7 +20,7 @@ mod reference {
                     }
                 }
                 Ctx::Side(s) => s[i],
-                Ctx::Split(_) => unreachable!(),
+                Ctx::Split(_) | Ctx::Pop(_) => unreachable!(),
             }
         }
     }
@@ -364,4 +364,81 @@ fn split_rejects_damage_and_zero_distance() {
     // Decoded with the wrong distance, the states do not end where they started.
     out.clear();
     assert!(decode(&block, s.len(), Ctx::Split(2), &mut out).map_or(true, |_| out != s));
+}
+
+/// Bit masks whose density drifts: runs of bytes with few set bits, then runs with many (the
+/// rows of a pruned matrix keep different shares of their weights).
+fn drifting_mask(n: usize, seed: u64) -> Vec<u16> {
+    let mut g = seed;
+    let mut density = 0u64;
+    (0..n)
+        .map(|i| {
+            if i % 48 == 0 {
+                g = g.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                density = (g >> 61) + 1;
+            }
+            (0..8).fold(0u16, |m, b| {
+                g = g.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                m | (((g >> 60) < density * 2) as u16) << b
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn pop_round_trips_and_counts_the_bits_before_each_symbol_of_its_run() {
+    for n in [1usize, 2, 3, 4, 5, 7, 8, 13, 100, 4095, 4096, 4099, 20_001, 70_000] {
+        let s = drifting_mask(n, n as u64);
+        for d in [1usize, 2, 16, MAX_POP] {
+            let mut block = Vec::new();
+            encode(&s, Ctx::Pop(d), &mut block);
+            let mut out = vec![7u16];
+            let used = decode(&block, n, Ctx::Pop(d), &mut out).unwrap();
+            assert_eq!(used, block.len(), "n={n} d={d}");
+            assert_eq!(&out[1..], &s[..], "n={n} d={d}");
+            // The same block decodes as a side context of the counts over the coded order, each
+            // counted here from its definition.
+            let coded = coded_order(&s);
+            let counts: Vec<u16> = (0..n)
+                .map(|i| (1..=d).filter(|k| i >= 4 * k).map(|k| coded[i - 4 * k].count_ones() as u16).sum())
+                .collect();
+            let mut back = Vec::new();
+            decode(&block, n, Ctx::Side(&counts), &mut back).unwrap();
+            assert_eq!(back, coded, "n={n} d={d}");
+            assert!(estimated_len(&s, Ctx::Pop(d)).abs_diff(block.len()) <= 8 + block.len() / 1000);
+        }
+    }
+}
+
+#[test]
+fn pop_codes_a_drifting_mask_in_less_than_order_0() {
+    let s = drifting_mask(1 << 16, 5);
+    let (mut pop, mut none) = (Vec::new(), Vec::new());
+    encode(&s, Ctx::Pop(16), &mut pop);
+    encode(&s, Ctx::None, &mut none);
+    assert!(pop.len() * 20 < none.len() * 19, "the density must help: {} {}", pop.len(), none.len());
+}
+
+#[test]
+fn pop_rejects_damage_and_windows_out_of_range() {
+    let s = drifting_mask(10_000, 9);
+    let mut block = Vec::new();
+    encode(&s, Ctx::Pop(16), &mut block);
+    let mut out = Vec::new();
+    assert!(decode(&block, s.len(), Ctx::Pop(0), &mut out).is_err());
+    assert!(decode(&block, s.len(), Ctx::Pop(MAX_POP + 1), &mut out).is_err());
+    for cut in [1, block.len() / 2, block.len() - 1] {
+        out.clear();
+        assert!(decode(&block[..cut], s.len(), Ctx::Pop(16), &mut out).is_err());
+    }
+    // Every byte flipped in turn: an error or other symbols, never a panic.
+    for i in 0..block.len().min(400) {
+        let mut bad = block.clone();
+        bad[i] ^= 0x5A;
+        out.clear();
+        let _ = decode(&bad, s.len(), Ctx::Pop(16), &mut out);
+    }
+    // Decoded with another window, the states do not end where they started.
+    out.clear();
+    assert!(decode(&block, s.len(), Ctx::Pop(3), &mut out).map_or(true, |_| out != s));
 }

@@ -12,7 +12,7 @@
 //! No stream is allocated; everything else takes the interpreter ([`Node::decode`],
 //! [`Node::encode_at`]), which writes and reads the same bytes.
 
-use super::ops::entropy::{check_range, LeafCtx, Rans};
+use super::ops::entropy::check_range;
 use super::ops::fields::Fields;
 use super::{Node, Op, Ty};
 use crate::coder::bitio::ByteReader;
@@ -91,7 +91,7 @@ fn part(p: &Node) -> bool {
 fn head_leaf(p: &Node) -> bool {
     match &p.op {
         Op::Lanes(_) | Op::Huffman(_) => true,
-        Op::Rans(Rans { ctx, .. }) => matches!(ctx, LeafCtx::None | LeafCtx::Back(_)),
+        Op::Rans(r) => r.own_ctx().is_some(),
         _ => false,
     }
 }
@@ -141,8 +141,10 @@ fn leaf(p: &Node, ty: Ty, input: &[u8], n: usize, buf: &mut Vec<u16>) -> Result<
     let used = match &p.op {
         _ if n == 0 => 0,
         Op::Huffman(_) => huffman::decode(input, n, buf)?,
-        Op::Rans(Rans { ctx: LeafCtx::None, .. }) => rans::decode(input, n, rans::Ctx::None, buf)?,
-        Op::Rans(r @ Rans { ctx: LeafCtx::Back(d), .. }) => rans::decode(input, n, r.back_ctx(*d), buf)?,
+        Op::Rans(r) => {
+            let ctx = r.own_ctx().ok_or_else(|| Error::corrupt("fused decode: not an entropy leaf"))?;
+            rans::decode(input, n, ctx, buf)?
+        }
         _ => return Err(Error::corrupt("fused decode: not an entropy leaf")),
     };
     if used != input.len() || buf.len() != n {
@@ -334,8 +336,10 @@ fn encode_leaf(p: &Node, x: &[u16], out: &mut Vec<u8>) -> Result<()> {
             _ if x.is_empty() => {}
             Op::Lanes(l) => l.encode_symbols(x, o)?,
             Op::Huffman(_) => huffman::encode(x, o),
-            Op::Rans(Rans { ctx: LeafCtx::None, .. }) => rans::encode(x, rans::Ctx::None, o),
-            Op::Rans(r @ Rans { ctx: LeafCtx::Back(d), .. }) => rans::encode(x, r.back_ctx(*d), o),
+            Op::Rans(r) => {
+                let ctx = r.own_ctx().ok_or_else(|| Error::invalid("fused encode: not an entropy leaf"))?;
+                rans::encode(x, ctx, o)
+            }
             _ => return Err(Error::invalid("fused encode: not an entropy leaf")),
         }
         Ok(())

@@ -2,6 +2,8 @@
 //! `rans(ctx)` (id 0x02), static rANS with per-block tables and an optional context
 //! (`prev`: the previous word; `side j`: the word at the same position of sibling `j`, which the
 //! parent decodes first), and `huffman` (id 0x03), canonical length-limited Huffman.
+//! `rans(pop d)` (format version 12) takes as context the bits set in the `d` words before each
+//! word: the density of a bit mask (a pruned tensor's zero mask) around it.
 //! A `prev` or `back d` context comes in two forms: serial (each symbol's table waits for the
 //! symbol before it, decoded by another of the four states), and split (format version 7: the
 //! block is four runs, one per state, each with its own contexts, so the states decode
@@ -23,6 +25,9 @@ pub enum LeafCtx {
         shift: u8,
         bits: u8,
     },
+    /// The bits set in the `d` words before it (`1 <= d <= rans::MAX_POP`), in four runs as
+    /// the split form of `Back` (`rans::Ctx::Pop`).
+    Pop(u8),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,7 +46,8 @@ impl Rans {
     }
 
     /// Context kinds on the wire: 0 none, 1 back (varint stride), 2 side (u8 sibling),
-    /// 3 ref (u8 shift, u8 bits), 4 back in four runs (varint stride; format version 7).
+    /// 3 ref (u8 shift, u8 bits), 4 back in four runs (varint stride; format version 7),
+    /// 5 popcount in four runs (u8 window; format version 12).
     pub fn write(&self, out: &mut Vec<u8>) {
         match self.ctx {
             LeafCtx::None => out.push(0),
@@ -51,6 +57,7 @@ impl Rans {
             }
             LeafCtx::Side(j) => out.extend_from_slice(&[2, j]),
             LeafCtx::Ref { shift, bits } => out.extend_from_slice(&[3, shift, bits]),
+            LeafCtx::Pop(d) => out.extend_from_slice(&[5, d]),
         }
     }
 
@@ -72,6 +79,13 @@ impl Rans {
                     return Err(Error::corrupt("rans: bad reference context"));
                 }
                 LeafCtx::Ref { shift, bits }
+            }
+            5 => {
+                let d = r.u8()?;
+                if d == 0 || d as usize > rans::MAX_POP {
+                    return Err(Error::corrupt("rans: bad popcount window"));
+                }
+                LeafCtx::Pop(d)
             }
             k => return Err(Error::Unsupported(format!("rans: unknown context kind {k}"))),
         };
@@ -110,11 +124,22 @@ impl Rans {
         }
     }
 
+    /// The coder's context when it comes from the leaf's own symbols (none, a word back, a
+    /// popcount); `None` when it comes from another stream.
+    pub fn own_ctx(&self) -> Option<rans::Ctx<'static>> {
+        match self.ctx {
+            LeafCtx::None => Some(rans::Ctx::None),
+            LeafCtx::Back(d) => Some(self.back_ctx(d)),
+            LeafCtx::Pop(d) => Some(rans::Ctx::Pop(d as usize)),
+            LeafCtx::Side(_) | LeafCtx::Ref { .. } => None,
+        }
+    }
+
     fn coder_ctx<'a>(&self, side: &'a Option<Vec<u16>>) -> rans::Ctx<'a> {
-        match (self.ctx, side) {
-            (LeafCtx::Back(d), _) => self.back_ctx(d),
-            (_, Some(s)) => rans::Ctx::Side(s),
-            _ => rans::Ctx::None,
+        match (self.own_ctx(), side) {
+            (Some(c), _) => c,
+            (None, Some(s)) => rans::Ctx::Side(s),
+            (None, None) => rans::Ctx::None,
         }
     }
 
@@ -172,6 +197,7 @@ impl std::fmt::Display for Rans {
             LeafCtx::Back(d) => write!(f, "rans(back {d}{runs})"),
             LeafCtx::Side(j) => write!(f, "rans(side{j})"),
             LeafCtx::Ref { shift, bits } => write!(f, "rans(ref {shift}:{bits})"),
+            LeafCtx::Pop(d) => write!(f, "rans(pop {d})"),
         }
     }
 }
