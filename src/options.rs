@@ -35,7 +35,8 @@ pub struct Options {
     pub budget: usize,
     /// Deepest program the search builds (levels of transforms).
     pub depth: usize,
-    /// The production prior that guides the search (default: the built-in one).
+    /// The production prior that guides the search (default: learned from a sample of the
+    /// input's tensors, backed off to the built-in one; the built-in one at `fast`).
     pub prior: PriorSource,
     /// Where to add search statistics (never stored in the archive).
     pub stats: Option<Arc<SearchStats>>,

@@ -112,31 +112,31 @@ fn uniform_prior_uses_the_same_productions() {
     assert!(diff < 0.002, "exhaustive searches differ by {:.3}%", 100.0 * diff);
 }
 
-/// The built-in prior parses, is learned (not uniform), and is the default. The prior learned
-/// from the input's sample with the built-in one as its backoff is learned at the default level;
-/// at `fast`, it is the built-in one, unlearned.
+/// The built-in prior parses and is learned (not uniform). The default prior is learned from the
+/// input's sample with the built-in one as its backoff, at the default level; at `fast`, it is
+/// the built-in one, unlearned.
 #[test]
-fn builtin_prior_is_the_default_and_learned_backs_off_to_it() {
+fn the_default_prior_is_learned_and_backs_off_to_the_builtin_one() {
     let p = brevis::internals::synth::builtin_prior();
     assert!(!p.is_uniform() && p.tensors > 0);
-    assert!(matches!(brevis::Options::default().prior, PriorSource::Builtin));
+    assert!(matches!(brevis::Options::default().prior, PriorSource::LearnBackoff));
     let f = checkpoint();
-    let default = brevis::compress(&f, &brevis::Options::default()).unwrap();
-    let given = brevis::compress(&f, &brevis::Options::default().with_prior(PriorSource::Given(p.clone()))).unwrap();
-    assert!(default == given);
     let run = |prior: Option<PriorSource>, level| {
         let stats = Arc::new(brevis::SearchStats::default());
         let opts = brevis::Options::default().with_level(level).with_stats(Some(stats.clone()));
         let a = brevis::compress(&f, &prior.map_or(opts.clone(), |p| opts.with_prior(p))).unwrap();
         (a, stats.learn_tensors.load(std::sync::atomic::Ordering::Relaxed))
     };
-    let (backoff, learned) = run(Some(PriorSource::LearnBackoff), brevis::Level::Default);
+    let (default, learned) = run(None, brevis::Level::Default);
     assert!(learned > 0, "the default level learned no prior");
-    assert_eq!(run(None, brevis::Level::Default).1, 0, "the built-in prior was learned");
-    let (fast, learned) = run(Some(PriorSource::LearnBackoff), brevis::Level::Fast);
+    assert!(default == run(Some(PriorSource::LearnBackoff), brevis::Level::Default).0);
+    let (builtin, learned) = run(Some(PriorSource::Builtin), brevis::Level::Default);
+    assert_eq!(learned, 0, "the built-in prior was learned");
+    assert!(builtin == run(Some(PriorSource::Given(p.clone())), brevis::Level::Default).0);
+    let (fast, learned) = run(None, brevis::Level::Fast);
     assert_eq!(learned, 0, "fast learned a prior");
     assert!(fast == run(Some(PriorSource::Given(p)), brevis::Level::Fast).0);
-    assert_eq!(brevis::decompress(&backoff).unwrap(), f);
+    assert_eq!(brevis::decompress(&default).unwrap(), f);
 }
 
 /// A level that searches more never comes out larger (`max` <= `default` <= `fast`): on the real

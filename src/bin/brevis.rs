@@ -239,11 +239,11 @@ struct SearchArgs {
     /// Deepest program the search builds (levels of transforms).
     #[arg(long, default_value_t = brevis::Options::default().depth)]
     depth: usize,
-    /// Production prior: `builtin` (the default: the prior that ships with Brevis, learned from
-    /// real checkpoints), `learn+builtin` (learned from a sample of the input's tensors, backed
-    /// off to the built-in prior; `--level fast` uses the built-in one alone), `learn` (learned
-    /// from the sample alone), `uniform`, or a JSON file from `brevis prior learn`.
-    #[arg(long, value_name = "builtin|learn+builtin|learn|uniform|FILE")]
+    /// Production prior: `learn+builtin` (the default: learned from a sample of the input's
+    /// tensors, backed off to the built-in prior; `--level fast` uses the built-in one alone),
+    /// `builtin` (the prior that ships with Brevis, learned from real checkpoints), `learn`
+    /// (learned from the sample alone), `uniform`, or a JSON file from `brevis prior learn`.
+    #[arg(long, value_name = "learn+builtin|builtin|learn|uniform|FILE")]
     prior: Option<String>,
     /// Print search statistics (expansions, pruned nodes, time); also shown by -v.
     #[arg(long)]
@@ -258,8 +258,8 @@ impl SearchArgs {
     fn prior(&self) -> Result<brevis::PriorSource, String> {
         use brevis::PriorSource;
         Ok(match self.prior.as_deref() {
-            None | Some("builtin") => PriorSource::Builtin,
-            Some("learn+builtin") => PriorSource::LearnBackoff,
+            Some("builtin") => PriorSource::Builtin,
+            None | Some("learn+builtin") => PriorSource::LearnBackoff,
             Some("learn") => PriorSource::Learn,
             Some("uniform") => PriorSource::Uniform,
             Some(path) => {

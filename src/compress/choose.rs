@@ -123,8 +123,8 @@ pub(crate) fn prior(jobs: &[Job], dup_of: &[Option<usize>], opts: &Options) -> R
 /// the others in a second, so the result does not depend on the thread count.
 ///
 /// Each program is then compared with the one the next cheaper level (`Level::cheaper`) picks
-/// for the same tensor, chosen the same way, and the cheaper level's is kept where it is smaller
-/// over the whole tensor and costs less with this level's decode price (`synth::better_of`):
+/// for the same tensor, chosen the same way, and the cheaper level's is kept where it is no
+/// larger over the whole tensor and costs less with this level's decode price (`synth::better_of`):
 /// `max` never comes out larger than `default`, nor `default` than `fast` beyond its decode price.
 pub(crate) fn programs(
     jobs: &[Job],
