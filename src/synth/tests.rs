@@ -3,6 +3,7 @@
 //! results are never worse than this list's on the same sample.
 
 use super::features::channel_len;
+use super::twins::{fast_twin, raw_sign_twin};
 use super::*;
 use crate::dsl::ops::maps::Map;
 

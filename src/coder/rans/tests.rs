@@ -352,18 +352,24 @@ fn split_costs_about_what_back_costs() {
 
 #[test]
 fn split_rejects_damage_and_zero_distance() {
-    let s = walk(10_000, 9);
+    rejects_damage(&walk(10_000, 9), Ctx::Split(1), &[Ctx::Split(0)], Ctx::Split(2));
+}
+
+/// A block of `s` coded with `ctx`: refused with each of `refused`, and when cut short; decoded
+/// with `other`, an error or other symbols (its states do not end where they started).
+fn rejects_damage(s: &[u16], ctx: Ctx, refused: &[Ctx], other: Ctx) {
     let mut block = Vec::new();
-    encode(&s, Ctx::Split(1), &mut block);
+    encode(s, ctx, &mut block);
     let mut out = Vec::new();
-    assert!(decode(&block, s.len(), Ctx::Split(0), &mut out).is_err());
+    for &r in refused {
+        assert!(decode(&block, s.len(), r, &mut out).is_err());
+    }
     for cut in [1, block.len() / 2, block.len() - 1] {
         out.clear();
-        assert!(decode(&block[..cut], s.len(), Ctx::Split(1), &mut out).is_err());
+        assert!(decode(&block[..cut], s.len(), ctx, &mut out).is_err());
     }
-    // Decoded with the wrong distance, the states do not end where they started.
     out.clear();
-    assert!(decode(&block, s.len(), Ctx::Split(2), &mut out).map_or(true, |_| out != s));
+    assert!(decode(&block, s.len(), other, &mut out).map_or(true, |_| out != s));
 }
 
 /// Bit masks whose density drifts: runs of bytes with few set bits, then runs with many (the
@@ -422,23 +428,13 @@ fn pop_codes_a_drifting_mask_in_less_than_order_0() {
 #[test]
 fn pop_rejects_damage_and_windows_out_of_range() {
     let s = drifting_mask(10_000, 9);
+    rejects_damage(&s, Ctx::Pop(16), &[Ctx::Pop(0), Ctx::Pop(MAX_POP + 1)], Ctx::Pop(3));
+    // Every byte flipped in turn: an error or other symbols, never a panic.
     let mut block = Vec::new();
     encode(&s, Ctx::Pop(16), &mut block);
-    let mut out = Vec::new();
-    assert!(decode(&block, s.len(), Ctx::Pop(0), &mut out).is_err());
-    assert!(decode(&block, s.len(), Ctx::Pop(MAX_POP + 1), &mut out).is_err());
-    for cut in [1, block.len() / 2, block.len() - 1] {
-        out.clear();
-        assert!(decode(&block[..cut], s.len(), Ctx::Pop(16), &mut out).is_err());
-    }
-    // Every byte flipped in turn: an error or other symbols, never a panic.
     for i in 0..block.len().min(400) {
         let mut bad = block.clone();
         bad[i] ^= 0x5A;
-        out.clear();
-        let _ = decode(&bad, s.len(), Ctx::Pop(16), &mut out);
+        let _ = decode(&bad, s.len(), Ctx::Pop(16), &mut Vec::new());
     }
-    // Decoded with another window, the states do not end where they started.
-    out.clear();
-    assert!(decode(&block, s.len(), Ctx::Pop(3), &mut out).map_or(true, |_| out != s));
 }
