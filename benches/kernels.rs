@@ -113,6 +113,14 @@ fn quant_blocks(c: &mut Criterion, w: &[u16], isas: &[Isa]) {
         g.bench_function(BenchmarkId::new("q5_0_quants", l.name()), |b| {
             b.iter(|| simd::nibble_blocks_at(l, &vals, &mut body, 22, 6, Some(2)))
         });
+        // A palette of 32-word groups with 12 distinct 5-bit words each (a requantized model's).
+        let index: Vec<u8> = w.iter().map(|&v| (v % 12) as u8).collect();
+        let (count, low, gaps) = (vec![11u8; N / 32], vec![0u8; N / 32], vec![2u8; N / 32 * 11]);
+        let p = simd::PaletteParts { count: &count, low: &low, gaps: &gaps, index: &index, g: 32, mask: 31 };
+        let mut words = vec![0u8; N];
+        g.bench_function(BenchmarkId::new("palette_32", l.name()), |b| {
+            b.iter(|| assert!(simd::palette_u8_at(l, &p, &mut words)))
+        });
         let mut body = vec![0u8; N / 256 * 176];
         g.bench_function(BenchmarkId::new("q5_k_quants", l.name()), |b| {
             b.iter(|| simd::k_nibble_blocks_at(l, &vals, &mut body, 176, 48, Some(16)))

@@ -262,6 +262,86 @@ fn nibble_blocks_every_level() {
     }
 }
 
+/// A palette's words by its definition: group `j`'s distinct words are `low[j]` and the running
+/// sums of its gaps; None where the parts do not match.
+fn palette_reference(count: &[u8], low: &[u8], gaps: &[u8], index: &[u8], g: usize, mask: u8) -> Option<Vec<u8>> {
+    let (mut out, mut at) = (Vec::new(), 0);
+    for ((&c, &lo), ids) in count.iter().zip(low).zip(index.chunks(g)) {
+        let k = c as usize + 1;
+        let mut words = vec![lo];
+        for &d in gaps.get(at..at + k - 1)? {
+            words.push(words.last().unwrap().wrapping_add(d) & mask);
+        }
+        at += k - 1;
+        if k > ids.len() {
+            return None;
+        }
+        for &i in ids {
+            out.push(*words.get(i as usize)?);
+        }
+    }
+    (at == gaps.len()).then_some(out)
+}
+
+/// `palette_u8` at every level rebuilds what the definition says for groups of 16 and 32 (the
+/// shuffled ones) and others, at every count and with short last groups, and refuses the same
+/// damaged parts: an index at its group's count, a count past its group, gaps left over or
+/// missing.
+#[test]
+fn palette_every_level() {
+    for g in [2usize, 16, 17, 32, 64] {
+        for n in [0usize, 1, 15, 16, 17, 31, 32, 33, 64 * 7 + 5, 4096 + 3] {
+            for bits in [4u32, 5, 8] {
+                let mask = ((1u32 << bits) - 1) as u8;
+                let groups = n.div_ceil(g);
+                let seed = (g * 131 + n * 7 + bits as usize) as u64;
+                let r = values(seed, groups * 3 + n, 16);
+                let (mut count, mut low, mut gaps, mut index) = (vec![], vec![], vec![], vec![]);
+                for j in 0..groups {
+                    let len = g.min(n - g * j);
+                    // Every count from one word to the whole group.
+                    let k = 1 + (r[3 * j] as usize % len.min(mask as usize + 1));
+                    count.push((k - 1) as u8);
+                    low.push(r[3 * j + 1] as u8 & mask);
+                    gaps.extend((0..k - 1).map(|i| 1 + ((r[3 * j + 2] >> (i % 13)) as u8 % 3)));
+                    index.extend((0..len).map(|i| (r[3 * groups + g * j + i] as usize % k) as u8));
+                }
+                let check = |count: &[u8], gaps: &[u8], index: &[u8], what: &str| {
+                    let want = palette_reference(count, &low, gaps, index, g, mask);
+                    for isa in simd::available() {
+                        let p = simd::PaletteParts { count, low: &low, gaps, index, g, mask };
+                        let mut got = vec![0u8; index.len()];
+                        let ok = simd::palette_u8_at(isa, &p, &mut got);
+                        assert_eq!(ok, want.is_some(), "{what}: isa {isa:?} g {g} n {n} bits {bits}");
+                        if let Some(w) = &want {
+                            assert!(&got == w, "{what}: isa {isa:?} g {g} n {n} bits {bits}");
+                        }
+                    }
+                    want.is_some()
+                };
+                assert!(check(&count, &gaps, &index, "valid"));
+                if n == 0 {
+                    continue;
+                }
+                for j in [0, groups / 2, groups - 1] {
+                    let mut bad = index.clone();
+                    bad[g * j + 3.min(g.min(n - g * j) - 1)] = count[j] + 1;
+                    assert!(!check(&count, &gaps, &bad, "index at its count"));
+                    let mut wide = count.clone();
+                    wide[j] = 255;
+                    assert!(!check(&wide, &gaps, &index, "count past its group"));
+                }
+                let mut more = gaps.clone();
+                more.push(1);
+                assert!(!check(&count, &more, &index, "a gap left over"));
+                if !gaps.is_empty() {
+                    assert!(!check(&count, &gaps[1..], &index, "a gap missing"));
+                }
+            }
+        }
+    }
+}
+
 /// `six_bit_blocks` (Q6_K's quants), `crumb_blocks` (Q2_K's and Q3_K's) and `k_nibble_blocks`
 /// (Q4_K's and Q5_K's) at every level write what ggml's layouts say, ignore the bits above a
 /// value's width the same way, and leave the other bytes of each block alone.

@@ -521,3 +521,80 @@ fn make_qkx2_quants<const N: usize, const MAD: bool>(p: &Qkx2<N>, l_out: &mut [[
     let min = _mm256_blendv_ps(min, flat_min, flat);
     (store8(scale), store8(_mm256_xor_ps(min, sign)))
 }
+
+/// [`super::palette_u8`] for groups of 16 or 32 words (other sizes are left to the scalar
+/// level): each whole group's distinct words as a prefix sum in one vector (its smallest word
+/// and its gaps), its indices checked against its count by one unsigned maximum and looked up
+/// by byte shuffles (two and a blend for 32 words). Returns the groups done and the gaps they
+/// used, or None where the parts do not match.
+///
+/// # Safety
+/// The CPU must support AVX2; `out.len() == p.index.len()` and one count per group (checked by
+/// the caller).
+#[target_feature(enable = "avx2")]
+pub unsafe fn palette_u8(p: &super::PaletteParts<u8>, out: &mut [u8]) -> Option<(usize, usize)> {
+    let g = p.g;
+    if g != 16 && g != 32 {
+        return Some((0, 0));
+    }
+    let whole = p.index.len() / g;
+    let iota = _mm256_setr_epi8(
+        0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29,
+        30, 31,
+    );
+    let mask = _mm256_set1_epi8(p.mask as i8);
+    let mut edge = [0u8; 32];
+    let mut at = 0;
+    for j in 0..whole {
+        let k = p.count[j] as usize + 1;
+        if k > g || at + k - 1 > p.gaps.len() {
+            return None;
+        }
+        // The 32 bytes before the group's gaps and from them on: byte 0 becomes its smallest
+        // word, bytes 1..k its gaps, the rest are cleared.
+        let window = match at.checked_sub(1) {
+            Some(a) if a + 32 <= p.gaps.len() => &p.gaps[a..a + 32],
+            _ => {
+                edge[1..k].copy_from_slice(&p.gaps[at..at + k - 1]);
+                &edge[..]
+            }
+        };
+        at += k - 1;
+        // SAFETY: `window` holds 32 bytes; group `j < whole` is index[g j..g (j + 1)] and
+        // out[g j..g (j + 1)] (the lengths are equal).
+        unsafe {
+            let v = _mm256_loadu_si256(window.as_ptr() as *const __m256i);
+            let v = _mm256_and_si256(v, _mm256_cmpgt_epi8(_mm256_set1_epi8(k as i8), iota));
+            let mut v = _mm256_insert_epi8::<0>(v, p.low[j] as i8);
+            // Running sums within each 16-byte half, then the first half's total into the second.
+            v = _mm256_add_epi8(v, _mm256_slli_si256::<1>(v));
+            v = _mm256_add_epi8(v, _mm256_slli_si256::<2>(v));
+            v = _mm256_add_epi8(v, _mm256_slli_si256::<4>(v));
+            v = _mm256_add_epi8(v, _mm256_slli_si256::<8>(v));
+            let carry = _mm256_shuffle_epi8(v, _mm256_set1_epi8(15));
+            v = _mm256_add_epi8(v, _mm256_permute2x128_si256::<0x08>(carry, carry));
+            let words = _mm256_and_si256(v, mask);
+            let (src, dst) = (p.index.as_ptr().add(g * j), out.as_mut_ptr().add(g * j));
+            if g == 16 {
+                let ids = _mm_loadu_si128(src as *const __m128i);
+                let top = _mm_set1_epi8((k - 1) as i8);
+                if _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_max_epu8(ids, top), top)) != 0xffff {
+                    return None;
+                }
+                _mm_storeu_si128(dst as *mut __m128i, _mm_shuffle_epi8(_mm256_castsi256_si128(words), ids));
+            } else {
+                let ids = _mm256_loadu_si256(src as *const __m256i);
+                let top = _mm256_set1_epi8((k - 1) as i8);
+                if _mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_max_epu8(ids, top), top)) != -1 {
+                    return None;
+                }
+                let lo = _mm256_shuffle_epi8(_mm256_permute2x128_si256::<0x00>(words, words), ids);
+                let hi = _mm256_shuffle_epi8(_mm256_permute2x128_si256::<0x11>(words, words), ids);
+                // Bit 4 of each index (the table's upper half) to bit 7 of its byte.
+                let upper = _mm256_slli_epi16::<3>(ids);
+                _mm256_storeu_si256(dst as *mut __m256i, _mm256_blendv_epi8(lo, hi, upper));
+            }
+        }
+    }
+    Some((whole, at))
+}

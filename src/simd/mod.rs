@@ -12,6 +12,9 @@
 //!   (AVX2 level: sixteen 16-bit words per iteration for bf16/fp16).
 //! * [`merge_planes`]: `(hi << shift) | lo`, the inverse of two byte planes.
 //!
+//! * [`palette_u8`]: a `palette(g)`'s words from its groups' distinct words and its indices
+//!   (AVX2 level: groups of 16 and 32 bytes, each group's words a prefix sum in one vector and
+//!   its indices looked up by byte shuffles).
 //! * [`pack_u8`]: the encoder's packing of bytes, the inverse of [`unpack_u8`] (AVX2 level: BMI2
 //!   `pext`, the inverse of `unpack`'s `pdep`).
 //!
@@ -423,4 +426,47 @@ pub fn merge_planes16_at(isa: Isa, hi: &[u8], lo: &[u8], shift: u32, out: &mut [
     }
     let _ = isa;
     scalar::merge_planes(hi, lo, shift, out)
+}
+
+/// The parts of a `palette(g)` (`dsl::ops::palette`): per group of `g` words its number of
+/// distinct words less one (`count`) and its smallest word (`low`); the groups' other distinct
+/// words as gaps from the one before (`gaps`, in group order); each word's rank among its
+/// group's distinct words (`index`). `mask` keeps a sum within the words' bits.
+pub struct PaletteParts<'a, T> {
+    pub count: &'a [u8],
+    pub low: &'a [T],
+    pub gaps: &'a [T],
+    pub index: &'a [u8],
+    pub g: usize,
+    pub mask: T,
+}
+
+/// The words of a palette's groups into `out` (`index.len()` words): group `j`'s distinct words
+/// are `low[j]` and the running sums of its `count[j]` gaps, and each word is the distinct word
+/// its index names. False when a count reaches past its group, the counts do not use up the
+/// gaps, or an index is not below its group's count (`out` is then partly written).
+pub fn palette_u8(p: &PaletteParts<u8>, out: &mut [u8]) -> bool {
+    palette_u8_at(isa(), p, out)
+}
+
+/// [`palette_u8`] at a given level (from the AVX2 level, groups of 16 and 32 words by byte
+/// shuffles).
+pub fn palette_u8_at(isa: Isa, p: &PaletteParts<u8>, out: &mut [u8]) -> bool {
+    assert!(out.len() == p.index.len() && p.g >= 1 && p.count.len() == p.index.len().div_ceil(p.g));
+    #[cfg(target_arch = "x86_64")]
+    if isa.min(detected()) >= Isa::Avx2 {
+        // SAFETY: AVX2 was detected on this CPU (every level from AVX2 up has it).
+        return match unsafe { avx2::palette_u8(p, out) } {
+            Some((from, at)) => scalar::palette(p, from, at, out),
+            None => false,
+        };
+    }
+    let _ = isa;
+    scalar::palette(p, 0, 0, out)
+}
+
+/// [`palette_u8`] for words of up to 16 bits.
+pub fn palette_u16(p: &PaletteParts<u16>, out: &mut [u16]) -> bool {
+    assert!(out.len() == p.index.len() && p.g >= 1 && p.count.len() == p.index.len().div_ceil(p.g));
+    scalar::palette(p, 0, 0, out)
 }

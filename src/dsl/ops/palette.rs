@@ -13,6 +13,7 @@
 //! coding the words, and the search does not pick it.
 
 use super::prelude::*;
+use crate::simd::{self, PaletteParts};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Palette {
@@ -109,59 +110,23 @@ impl Palette {
         let (Data::U8(count), Data::U8(index)) = (&count.data, &index.data) else {
             return Err(Error::corrupt("palette: counts or indices wider than a byte"));
         };
-        let g = self.group as usize;
-        let mask = ty.mask() as u16;
+        let (g, mask) = (self.group as usize, ty.mask());
         let data = match (&low.data, &gaps.data) {
-            (Data::U8(l), Data::U8(d)) => rebuild(count, l, d, index, g, mask as u8).map(Data::U8),
-            (Data::U16(l), Data::U16(d)) => rebuild(count, l, d, index, g, mask).map(Data::U16),
+            (Data::U8(low), Data::U8(gaps)) => {
+                let mut out = vec![0u8; n];
+                let p = PaletteParts { count, low, gaps, index, g, mask: mask as u8 };
+                simd::palette_u8(&p, &mut out).then_some(Data::U8(out))
+            }
+            (Data::U16(low), Data::U16(gaps)) => {
+                let mut out = vec![0u16; n];
+                let p = PaletteParts { count, low, gaps, index, g, mask: mask as u16 };
+                simd::palette_u16(&p, &mut out).then_some(Data::U16(out))
+            }
             _ => None,
         };
         let data = data.ok_or_else(|| Error::corrupt("palette: counts, gaps and indices do not match"))?;
         Ok(Stream { ty, data })
     }
-}
-
-/// A word of 8 or 16 bits, added with wrap-around.
-trait Word: Copy + Default {
-    fn add(self, other: Self, mask: Self) -> Self;
-}
-
-impl Word for u8 {
-    #[inline(always)]
-    fn add(self, other: u8, mask: u8) -> u8 {
-        self.wrapping_add(other) & mask
-    }
-}
-
-impl Word for u16 {
-    #[inline(always)]
-    fn add(self, other: u16, mask: u16) -> u16 {
-        self.wrapping_add(other) & mask
-    }
-}
-
-/// The words of the groups of `g` (the last may be shorter): group `j`'s `count[j] + 1`
-/// distinct words are `low[j]` and the running sums of its gaps. None when a count reaches past
-/// its group, the counts do not use up the gaps, or an index is not below its group's count.
-fn rebuild<T: Word>(count: &[u8], low: &[T], gaps: &[T], index: &[u8], g: usize, mask: T) -> Option<Vec<T>> {
-    let mut out = Vec::with_capacity(index.len());
-    // Indices are bytes: a palette of 256 words takes any of them without a bounds check.
-    let mut palette = [T::default(); 256];
-    let mut at = 0usize;
-    for ((&c, &lo), ids) in count.iter().zip(low).zip(index.chunks(g)) {
-        let k = c as usize + 1;
-        let step = gaps.get(at..at + k - 1)?;
-        at += k - 1;
-        if k > ids.len() || ids.iter().fold(0u8, |m, &i| m.max(i)) as usize >= k {
-            return None;
-        }
-        palette[0] = lo;
-        for (j, &d) in step.iter().enumerate() {
-            palette[j + 1] = palette[j].add(d, mask);
-        }
-        out.extend(ids.iter().map(|&i| palette[i as usize]));
-    }
-    (at == gaps.len()).then_some(out)
 }
 
 #[cfg(test)]
