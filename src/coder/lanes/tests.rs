@@ -865,3 +865,50 @@ fn reciprocal_division_is_exact() {
         }
     }
 }
+
+/// `decode_with` hands the symbols of `decode` in order, in segments that cover the block (a
+/// single symbol value, lengths around a segment, the tail shorter than a step), fails where
+/// `decode` fails (every truncation, a failing sink) and refuses a row context.
+#[test]
+fn segments_give_what_decode_gives() {
+    let mut seed = 12;
+    let seg = 64 * LANES;
+    for n in [1usize, 31, 32, 33, seg - 1, seg, seg + 1, 3 * seg + 17] {
+        for (k, syms) in
+            [vec![7u16; n], geometric(n, &mut seed, 40), lane_regimes(n, &mut seed)].into_iter().enumerate()
+        {
+            for ctx in [Ctx::None, Ctx::Prev] {
+                let block = round_trip(&syms, ctx);
+                let mut got = Vec::new();
+                let used = decode_with(&block, ctx, n, |start, s| {
+                    assert_eq!(start, got.len());
+                    got.extend_from_slice(s);
+                    Ok(())
+                })
+                .unwrap();
+                assert_eq!((used, &got), (block.len(), &syms), "n {n} source {k}");
+                if n == 3 * seg + 17 {
+                    for cut in [0, block.len() / 2, block.len() - 1] {
+                        assert!(decode_with(&block[..cut], ctx, n, |_, _| Ok(())).is_err(), "cut {cut}");
+                    }
+                    let failing =
+                        decode_with(
+                            &block,
+                            ctx,
+                            n,
+                            |start, _| {
+                                if start > 0 {
+                                    Err(Error::corrupt("sink"))
+                                } else {
+                                    Ok(())
+                                }
+                            },
+                        );
+                    assert!(failing.is_err());
+                }
+            }
+        }
+    }
+    let block = round_trip(&[1, 2, 3], Ctx::Back(64));
+    assert!(decode_with(&block, Ctx::Back(64), 3, |_, _| Ok(())).is_err());
+}

@@ -156,9 +156,33 @@ impl Lanes {
     }
 
     pub fn decode(&self, ty: Ty, n: usize, input: &[u8]) -> Result<Stream> {
+        if let (LanesCtx::Interleaved(ctx @ (lanes::Ctx::None | lanes::Ctx::Prev)), 1) =
+            (self.ctx, ty.container_bytes())
+        {
+            return self.decode_bytes(ctx, ty, n, input);
+        }
         let mut out = vec![0u16; n];
         self.decode_into(ty, input, &mut out)?;
         Ok(Stream::from_u16(ty, out))
+    }
+
+    /// [`Lanes::decode`] of symbols of at most 8 bits: a few steps at a time, checked and
+    /// narrowed to bytes while in L1.
+    fn decode_bytes(&self, ctx: lanes::Ctx, ty: Ty, n: usize, input: &[u8]) -> Result<Stream> {
+        let mut out = Vec::with_capacity(n);
+        if n > 0 {
+            let used = lanes::decode_with(input, ctx, n, |_, seg| {
+                super::entropy::check_range(ty, seg)?;
+                out.extend(seg.iter().map(|&s| s as u8));
+                Ok(())
+            })?;
+            if used != input.len() {
+                return Err(Error::corrupt("lanes leaf: trailing bytes"));
+            }
+        } else if !input.is_empty() {
+            return Err(Error::corrupt("lanes leaf: bytes for an empty stream"));
+        }
+        Ok(Stream { ty, data: Data::U8(out) })
     }
 }
 

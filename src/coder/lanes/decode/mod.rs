@@ -173,7 +173,33 @@ pub fn decode_ctx_at(isa: Isa, input: &[u8], ctx: Ctx, out: &mut [u16]) -> Resul
     decode_segments(isa, input, ctx, out.len(), |next| next(out))
 }
 
-/// Steps decoded at a time by [`decode_runs`]: 4 KiB, in L1 until they are moved.
+/// Decodes a block of `n` symbols encoded with `ctx` (`None` or `Prev`: [`Ctx::Back`] is refused)
+/// a few steps at a time into a buffer in L1, handing each segment to `sink` with the index of
+/// its first symbol: what narrows symbols to bytes takes them without a whole-block buffer of
+/// 16-bit symbols. Returns the bytes consumed; errors as [`decode`] (`sink`'s included; segments
+/// handed before a corrupt block is found hold unspecified values).
+pub fn decode_with(
+    input: &[u8],
+    ctx: Ctx,
+    n: usize,
+    mut sink: impl FnMut(usize, &[u16]) -> Result<()>,
+) -> Result<usize> {
+    if matches!(ctx, Ctx::Back(_)) {
+        return Err(Error::invalid("lanes: a row context decodes in one segment"));
+    }
+    let mut buf = [0u16; RUN_STEPS * LANES];
+    decode_segments(crate::simd::isa(), input, ctx, n, |next| {
+        for start in (0..n).step_by(buf.len()) {
+            let seg = &mut buf[..(n - start).min(RUN_STEPS * LANES)];
+            next(seg)?;
+            sink(start, seg)?;
+        }
+        Ok(())
+    })
+}
+
+/// Steps decoded at a time by [`decode_runs`] and [`decode_with`]: 4 KiB, in L1 until they are
+/// moved.
 const RUN_STEPS: usize = 64;
 
 /// Decodes a block of `out.len()` symbols encoded with [`Ctx::Prev`] in the order of
