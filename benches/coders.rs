@@ -1,8 +1,10 @@
 //! Entropy coders and bit packing: rANS (one table, and contexts from the previous symbol or the
 //! one a row above, serial or in four runs),
-//! canonical Huffman, and raw unpacking, on a skewed synthetic source like a bf16 exponent field.
+//! canonical Huffman, and raw unpacking, on a skewed synthetic source like a bf16 exponent field;
+//! and the coders of a pruned tensor's zero mask (`lanes`, `rans` without a context, in four
+//! runs and with the popcount context, Huffman) on a mask whose rows keep different shares.
 
-use brevis::internals::coder::{huffman, pack, packed_len, rans};
+use brevis::internals::coder::{huffman, lanes, pack, packed_len, rans};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use std::time::Duration;
 
@@ -23,6 +25,64 @@ fn symbols() -> Vec<u16> {
         out.push(v.min(1023) as u16);
     }
     out
+}
+
+/// The zero mask of a pruned matrix as `sparse(8)` writes it (a byte of eight flags per eight
+/// words), rows of 384 words keeping between 5% and 45% of their weights.
+fn mask() -> Vec<u16> {
+    let mut s = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    let mut keep = 0u64;
+    (0..N)
+        .map(|i| {
+            if i % (ROW / 8) == 0 {
+                keep = 5 + next() % 41;
+            }
+            (0..8).fold(0u16, |m, b| m | ((next() % 100 < keep) as u16) << b)
+        })
+        .collect()
+}
+
+/// Decoding a pruned mask with each coder the search offers for it, per mask byte.
+fn masks(c: &mut Criterion) {
+    let m = mask();
+    let mut g = c.benchmark_group("mask");
+    g.sample_size(10).measurement_time(Duration::from_secs(2)).warm_up_time(Duration::from_millis(300));
+    g.throughput(Throughput::Elements(N as u64));
+    let mut block = Vec::new();
+    lanes::encode(&m, lanes::Ctx::None, &mut block).unwrap();
+    let mut out = vec![0u16; N];
+    g.bench_function("lanes", |b| b.iter(|| lanes::decode(&block, &mut out).unwrap()));
+    for (name, ctx) in
+        [("rans", rans::Ctx::None), ("rans_split", rans::Ctx::Split(1)), ("rans_pop16", rans::Ctx::Pop(16))]
+    {
+        let mut block = Vec::new();
+        rans::encode(&m, ctx, &mut block);
+        let mut out = Vec::with_capacity(N);
+        rans::decode(&block, N, ctx, &mut out).unwrap();
+        assert!(out == m, "{name}");
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                out.clear();
+                rans::decode(&block, N, ctx, &mut out).unwrap()
+            })
+        });
+    }
+    let mut hblock = Vec::new();
+    huffman::encode(&m, &mut hblock);
+    g.bench_function("huffman", |b| {
+        b.iter(|| {
+            let mut out = Vec::with_capacity(N);
+            huffman::decode(&hblock, N, &mut out).unwrap();
+            out
+        })
+    });
+    g.finish();
 }
 
 fn bench(c: &mut Criterion) {
@@ -75,5 +135,5 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
+criterion_group!(benches, bench, masks);
 criterion_main!(benches);
