@@ -146,6 +146,22 @@ impl super::RunWord for u8 {
         // SAFETY: the caller guarantees 16 readable bytes.
         unsafe { _mm256_cvtepu8_epi16(_mm_loadu_si128(p as *const __m128i)) }
     }
+    fn narrow(v: u16) -> u8 {
+        v as u8
+    }
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn store16(p: *mut u8, v: __m256i) {
+        // The low byte of each word: one shuffle within each half, then the halves' first
+        // eight bytes together.
+        let low = _mm256_setr_epi8(
+            0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1, 0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1,
+            -1, -1, -1,
+        );
+        let b = _mm256_permute4x64_epi64::<0x08>(_mm256_shuffle_epi8(v, low));
+        // SAFETY: the caller guarantees 16 writable bytes.
+        unsafe { _mm_storeu_si128(p as *mut __m128i, _mm256_castsi256_si128(b)) }
+    }
 }
 
 impl super::RunWord for u16 {
@@ -154,6 +170,15 @@ impl super::RunWord for u16 {
     unsafe fn load16(p: *const u16) -> __m256i {
         // SAFETY: the caller guarantees 16 readable words.
         unsafe { _mm256_loadu_si256(p as *const __m256i) }
+    }
+    fn narrow(v: u16) -> u16 {
+        v
+    }
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn store16(p: *mut u16, v: __m256i) {
+        // SAFETY: the caller guarantees 16 writable words.
+        unsafe { _mm256_storeu_si256(p as *mut __m256i, v) }
     }
 }
 
@@ -244,7 +269,7 @@ pub unsafe fn to_runs<T: super::RunWord>(x: &[T], y: &mut [u16]) -> usize {
 /// The CPU must support AVX2; `block` holds whole steps, `t0` plus their number at most
 /// `x.len() / 32` (checked by the caller).
 #[target_feature(enable = "avx2")]
-pub unsafe fn from_runs_steps(block: &[u16], x: &mut [u16], t0: usize) -> usize {
+pub unsafe fn from_runs_steps<T: super::RunWord>(block: &[u16], x: &mut [T], t0: usize) -> usize {
     const LANES: usize = super::RUNS;
     let r = x.len() / LANES;
     let tn = block.len() / LANES;
@@ -262,7 +287,7 @@ pub unsafe fn from_runs_steps(block: &[u16], x: &mut [u16], t0: usize) -> usize 
                 let runs = transpose16(&a);
                 for (k, run) in runs.iter().enumerate() {
                     let at = r * (16 * half + k) + t0 + s0;
-                    _mm256_storeu_si256(x.as_mut_ptr().add(at) as *mut __m256i, *run);
+                    T::store16(x.as_mut_ptr().add(at), *run);
                 }
             }
         }

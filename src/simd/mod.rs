@@ -260,16 +260,32 @@ mod sealed {
 /// A word that [`to_runs`] moves: a byte or a 16-bit word (the AVX2 kernel loads 16 of them
 /// into the 16-bit lanes of a vector). Sealed: implemented for `u8` and `u16` only.
 pub trait RunWord: sealed::Sealed + Copy + Into<u16> {
+    /// The low bits of a 16-bit word that fit (a symbol below 256 for a byte).
+    fn narrow(v: u16) -> Self;
     /// # Safety
     /// The CPU must support AVX2, and 16 words must be readable from `p`.
     #[cfg(target_arch = "x86_64")]
     unsafe fn load16(p: *const Self) -> std::arch::x86_64::__m256i;
+    /// Stores the 16 words of `v` (narrowed, for bytes) at `p`.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2, and 16 words must be writable at `p`.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn store16(p: *mut Self, v: std::arch::x86_64::__m256i);
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-impl RunWord for u8 {}
+impl RunWord for u8 {
+    fn narrow(v: u16) -> u8 {
+        v as u8
+    }
+}
 #[cfg(not(target_arch = "x86_64"))]
-impl RunWord for u16 {}
+impl RunWord for u16 {
+    fn narrow(v: u16) -> u16 {
+        v
+    }
+}
 
 /// The coded order of `lanes(adj)`: `y[32 t + j] = x[r j + t]` with `r = n / 32` (run `j` of
 /// `x` in lane `j`), then the last `n - 32 r` words as they are; `y` is as long as `x`.
@@ -311,13 +327,14 @@ pub fn from_runs_at(isa: Isa, y: &[u16], x: &mut [u16]) {
 
 /// Steps `t0..t0 + block.len() / 32` of [`from_runs`]: `x[r j + t0 + t] = block[32 t + j]` with
 /// `r = x.len() / 32` (a decoder that writes a few steps at a time moves them while they are
-/// in L1). `block` holds whole steps, and they are steps of `x`.
-pub fn from_runs_steps(block: &[u16], x: &mut [u16], t0: usize) {
+/// in L1). `block` holds whole steps, and they are steps of `x`. Into bytes, each word is
+/// narrowed to its low byte.
+pub fn from_runs_steps<T: RunWord>(block: &[u16], x: &mut [T], t0: usize) {
     from_runs_steps_at(isa(), block, x, t0)
 }
 
 /// [`from_runs_steps`] at a given level.
-pub fn from_runs_steps_at(isa: Isa, block: &[u16], x: &mut [u16], t0: usize) {
+pub fn from_runs_steps_at<T: RunWord>(isa: Isa, block: &[u16], x: &mut [T], t0: usize) {
     assert!(block.len().is_multiple_of(RUNS) && t0 + block.len() / RUNS <= x.len() / RUNS);
     #[cfg(target_arch = "x86_64")]
     if isa.min(detected()) >= Isa::Avx2 {

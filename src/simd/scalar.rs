@@ -138,12 +138,12 @@ pub fn to_runs<T: Copy + Into<u16>>(x: &[T], y: &mut [u16], from: usize) {
 }
 
 /// See [`super::from_runs_steps`], from step `from` of the block on.
-pub fn from_runs_steps(block: &[u16], x: &mut [u16], t0: usize, from: usize) {
+pub fn from_runs_steps<T: super::RunWord>(block: &[u16], x: &mut [T], t0: usize, from: usize) {
     const LANES: usize = super::RUNS;
     let r = x.len() / LANES;
     for (t, step) in block.chunks_exact(LANES).enumerate().skip(from) {
         for (j, &v) in step.iter().enumerate() {
-            x[r * j + t0 + t] = v;
+            x[r * j + t0 + t] = T::narrow(v);
         }
     }
 }

@@ -108,7 +108,9 @@ mod plan;
 #[cfg(test)]
 mod tests;
 
-pub use decode::{decode, decode_at, decode_ctx, decode_ctx_at, decode_runs, decode_runs_at, decode_with};
+pub use decode::{
+    decode, decode_at, decode_ctx, decode_ctx_at, decode_runs, decode_runs_at, decode_runs_checked, decode_with,
+};
 pub use encode::{encode, encode_at, encoded_len, encoded_len_at, estimated_len};
 
 use crate::error::Result;

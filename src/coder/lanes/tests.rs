@@ -912,3 +912,26 @@ fn segments_give_what_decode_gives() {
     let block = round_trip(&[1, 2, 3], Ctx::Back(64));
     assert!(decode_with(&block, Ctx::Back(64), 3, |_, _| Ok(())).is_err());
 }
+
+/// `decode_runs_checked` into bytes gives `decode_runs`'s symbols narrowed, at every level, at
+/// lengths around a segment and the tail; a failing check stops it with its error.
+#[test]
+fn runs_into_bytes_give_what_decode_runs_gives() {
+    let mut seed = 19;
+    let seg = 64 * LANES;
+    for n in [1usize, 31, 32, 33, seg - 1, seg, seg + 31, 3 * seg + 17] {
+        let syms = geometric(n, &mut seed, 200);
+        let mut coded = vec![0u16; n];
+        crate::simd::to_runs(&syms[..], &mut coded);
+        let block = round_trip(&coded, Ctx::Prev);
+        for l in crate::simd::available() {
+            let mut bytes = vec![0u8; n];
+            let used = decode_runs_checked(l, &block, &mut bytes, |_| Ok(())).unwrap();
+            assert_eq!(used, block.len());
+            assert!(bytes.iter().zip(&syms).all(|(&b, &s)| b as u16 == s), "n {n} isa {l:?}");
+            let big = |s: &[u16]| if s.iter().any(|&v| v >= 150) { Err(Error::corrupt("big")) } else { Ok(()) };
+            let r = decode_runs_checked(l, &block, &mut bytes, big);
+            assert_eq!(r.is_err(), syms.iter().any(|&v| v >= 150), "n {n} isa {l:?}");
+        }
+    }
+}

@@ -156,10 +156,21 @@ impl Lanes {
     }
 
     pub fn decode(&self, ty: Ty, n: usize, input: &[u8]) -> Result<Stream> {
-        if let (LanesCtx::Interleaved(ctx @ (lanes::Ctx::None | lanes::Ctx::Prev)), 1) =
-            (self.ctx, ty.container_bytes())
-        {
-            return self.decode_bytes(ctx, ty, n, input);
+        if ty.container_bytes() == 1 {
+            match self.ctx {
+                LanesCtx::Interleaved(ctx @ (lanes::Ctx::None | lanes::Ctx::Prev)) => {
+                    return self.decode_bytes(ctx, ty, n, input)
+                }
+                LanesCtx::Adjacent if n > 0 => {
+                    let mut out = vec![0u8; n];
+                    let check = |s: &[u16]| super::entropy::check_range(ty, s);
+                    if lanes::decode_runs_checked(crate::simd::isa(), input, &mut out, check)? != input.len() {
+                        return Err(Error::corrupt("lanes leaf: trailing bytes"));
+                    }
+                    return Ok(Stream { ty, data: Data::U8(out) });
+                }
+                _ => {}
+            }
         }
         let mut out = vec![0u16; n];
         self.decode_into(ty, input, &mut out)?;

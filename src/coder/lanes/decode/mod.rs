@@ -12,7 +12,7 @@ use super::model::{build_model, read_spec, Model, SpecReader};
 use super::{Ctx, L, LANES};
 use crate::coder::bitio::ByteReader;
 use crate::error::{Error, Result};
-use crate::simd::Isa;
+use crate::simd::{Isa, RunWord};
 use scalar::scalar_run;
 
 /// Decode tables of a block.
@@ -211,6 +211,17 @@ pub fn decode_runs(input: &[u8], out: &mut [u16]) -> Result<usize> {
 
 /// [`decode_runs`] at a given SIMD level (lowered to what the CPU has).
 pub fn decode_runs_at(isa: Isa, input: &[u8], out: &mut [u16]) -> Result<usize> {
+    decode_runs_checked(isa, input, out, |_| Ok(()))
+}
+
+/// [`decode_runs`] into words of 8 or 16 bits: `check` sees every symbol while it is in L1
+/// (before it is narrowed to a byte) and stops the decoding with its error.
+pub fn decode_runs_checked<T: RunWord>(
+    isa: Isa,
+    input: &[u8],
+    out: &mut [T],
+    check: impl Fn(&[u16]) -> Result<()>,
+) -> Result<usize> {
     let n = out.len();
     let r = n / LANES;
     let mut buf = [0u16; RUN_STEPS * LANES];
@@ -218,10 +229,17 @@ pub fn decode_runs_at(isa: Isa, input: &[u8], out: &mut [u16]) -> Result<usize> 
         for t0 in (0..r).step_by(RUN_STEPS) {
             let block = &mut buf[..RUN_STEPS.min(r - t0) * LANES];
             next(block)?;
+            check(block)?;
             crate::simd::from_runs_steps_at(isa, block, out, t0);
         }
-        // The last `n % 32` symbols are in place already.
-        next(&mut out[LANES * r..])
+        // The last `n % 32` symbols are in place.
+        let tail = &mut buf[..n - LANES * r];
+        next(tail)?;
+        check(tail)?;
+        for (o, &v) in out[LANES * r..].iter_mut().zip(tail.iter()) {
+            *o = T::narrow(v);
+        }
+        Ok(())
     })
 }
 
