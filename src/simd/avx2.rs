@@ -275,22 +275,33 @@ pub unsafe fn from_runs_steps<T: super::RunWord>(block: &[u16], x: &mut [T], t0:
     let tn = block.len() / LANES;
     debug_assert!(block.len() == LANES * tn && t0 + tn <= r);
     let steps = tn - tn % 16;
-    for s0 in (0..steps).step_by(16) {
+    let mut s0 = 0;
+    while s0 < steps {
+        // Two groups at a time where there are two: each run then takes 32 consecutive words
+        // (a whole cache line of 16-bit words) at once.
+        let groups = if s0 + 32 <= steps { 2 } else { 1 };
         for half in 0..2 {
-            // SAFETY: row `t` of the group is block[32 (s0 + t)..][..32] and the loads read its
-            // half `16 half..16 (half + 1)`, within `32 tn`; run `j < 32` is x[r j..r (j + 1)]
-            // and `t0 + s0 + 16 <= r`: every store writes 16 words of one run.
+            // SAFETY: row `t` of group `g` is block[32 (s0 + 16 g + t)..][..32] and the loads
+            // read its half `16 half..16 (half + 1)`, within `32 tn`; run `j < 32` is
+            // x[r j..r (j + 1)] and `t0 + s0 + 16 groups <= r`: every store writes 16 words of
+            // one run.
             unsafe {
-                let base = block.as_ptr().add(LANES * s0 + 16 * half);
-                let a: [__m256i; 16] =
-                    std::array::from_fn(|t| _mm256_loadu_si256(base.add(LANES * t) as *const __m256i));
-                let runs = transpose16(&a);
-                for (k, run) in runs.iter().enumerate() {
+                let mut runs = [[_mm256_setzero_si256(); 16]; 2];
+                for (g, out) in runs.iter_mut().enumerate().take(groups) {
+                    let base = block.as_ptr().add(LANES * (s0 + 16 * g) + 16 * half);
+                    let a: [__m256i; 16] =
+                        std::array::from_fn(|t| _mm256_loadu_si256(base.add(LANES * t) as *const __m256i));
+                    *out = transpose16(&a);
+                }
+                for k in 0..16 {
                     let at = r * (16 * half + k) + t0 + s0;
-                    T::store16(x.as_mut_ptr().add(at), *run);
+                    for (g, group) in runs.iter().enumerate().take(groups) {
+                        T::store16(x.as_mut_ptr().add(at + 16 * g), group[k]);
+                    }
                 }
             }
         }
+        s0 += 16 * groups;
     }
     steps
 }
