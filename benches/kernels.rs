@@ -121,6 +121,13 @@ fn quant_blocks(c: &mut Criterion, w: &[u16], isas: &[Isa]) {
         g.bench_function(BenchmarkId::new("palette_32", l.name()), |b| {
             b.iter(|| assert!(simd::palette_u8_at(l, &p, &mut words)))
         });
+        // The same over bf16 words (a dequantized model's: its groups' 12 values 3 apart).
+        let (low16, gaps16) = (vec![0x3c00u16; N / 32], vec![3u16; N / 32 * 11]);
+        let p16 = simd::PaletteParts { count: &count, low: &low16, gaps: &gaps16, index: &index, g: 32, mask: 0xffff };
+        let mut words16 = vec![0u16; N];
+        g.bench_function(BenchmarkId::new("palette_32_u16", l.name()), |b| {
+            b.iter(|| assert!(simd::palette_u16_at(l, &p16, &mut words16)))
+        });
         let mut body = vec![0u8; N / 256 * 176];
         g.bench_function(BenchmarkId::new("q5_k_quants", l.name()), |b| {
             b.iter(|| simd::k_nibble_blocks_at(l, &vals, &mut body, 176, 48, Some(16)))

@@ -284,7 +284,7 @@ fn nibble_blocks_every_level() {
 
 /// A palette's words by its definition: group `j`'s distinct words are `low[j]` and the running
 /// sums of its gaps; None where the parts do not match.
-fn palette_reference(count: &[u8], low: &[u8], gaps: &[u8], index: &[u8], g: usize, mask: u8) -> Option<Vec<u8>> {
+fn palette_reference(count: &[u8], low: &[u16], gaps: &[u16], index: &[u8], g: usize, mask: u16) -> Option<Vec<u16>> {
     let (mut out, mut at) = (Vec::new(), 0);
     for ((&c, &lo), ids) in count.iter().zip(low).zip(index.chunks(g)) {
         let k = c as usize + 1;
@@ -303,16 +303,16 @@ fn palette_reference(count: &[u8], low: &[u8], gaps: &[u8], index: &[u8], g: usi
     (at == gaps.len()).then_some(out)
 }
 
-/// `palette_u8` at every level rebuilds what the definition says for groups of 16 and 32 (the
-/// shuffled ones) and others, at every count and with short last groups, and refuses the same
-/// damaged parts: an index at its group's count, a count past its group, gaps left over or
-/// missing.
+/// `palette_u8` and `palette_u16` at every level rebuild what the definition says for groups of
+/// 16 and 32 (the shuffled ones) and others, at every count and with short last groups, and
+/// refuse the same damaged parts: an index at its group's count, a count past its group, gaps
+/// left over or missing.
 #[test]
 fn palette_every_level() {
     for g in [2usize, 16, 17, 32, 64] {
         for n in [0usize, 1, 15, 16, 17, 31, 32, 33, 64 * 7 + 5, 4096 + 3] {
-            for bits in [4u32, 5, 8] {
-                let mask = ((1u32 << bits) - 1) as u8;
+            for bits in [4u32, 5, 8, 9, 12, 16] {
+                let mask = ((1u32 << bits) - 1) as u16;
                 let groups = n.div_ceil(g);
                 let seed = (g * 131 + n * 7 + bits as usize) as u64;
                 let r = values(seed, groups * 3 + n, 16);
@@ -322,16 +322,26 @@ fn palette_every_level() {
                     // Every count from one word to the whole group.
                     let k = 1 + (r[3 * j] as usize % len.min(mask as usize + 1));
                     count.push((k - 1) as u8);
-                    low.push(r[3 * j + 1] as u8 & mask);
-                    gaps.extend((0..k - 1).map(|i| 1 + ((r[3 * j + 2] >> (i % 13)) as u8 % 3)));
+                    low.push(r[3 * j + 1] as u16 & mask);
+                    // Small steps, and some that wrap around the words' width.
+                    gaps.extend((0..k - 1).map(|i| 1 + ((r[3 * j + 2] >> (i % 13)) as u16 % 3) * (mask / 5).max(1)));
                     index.extend((0..len).map(|i| (r[3 * groups + g * j + i] as usize % k) as u8));
                 }
-                let check = |count: &[u8], gaps: &[u8], index: &[u8], what: &str| {
+                let check = |count: &[u8], gaps: &[u16], index: &[u8], what: &str| {
                     let want = palette_reference(count, &low, gaps, index, g, mask);
                     for isa in simd::available() {
-                        let p = simd::PaletteParts { count, low: &low, gaps, index, g, mask };
-                        let mut got = vec![0u8; index.len()];
-                        let ok = simd::palette_u8_at(isa, &p, &mut got);
+                        let (ok, got) = if bits <= 8 {
+                            let (low8, gaps8): (Vec<u8>, Vec<u8>) =
+                                (low.iter().map(|&v| v as u8).collect(), gaps.iter().map(|&v| v as u8).collect());
+                            let p = simd::PaletteParts { count, low: &low8, gaps: &gaps8, index, g, mask: mask as u8 };
+                            let mut got = vec![0u8; index.len()];
+                            let ok = simd::palette_u8_at(isa, &p, &mut got);
+                            (ok, got.into_iter().map(u16::from).collect::<Vec<_>>())
+                        } else {
+                            let p = simd::PaletteParts { count, low: &low, gaps, index, g, mask };
+                            let mut got = vec![0u16; index.len()];
+                            (simd::palette_u16_at(isa, &p, &mut got), got)
+                        };
                         assert_eq!(ok, want.is_some(), "{what}: isa {isa:?} g {g} n {n} bits {bits}");
                         if let Some(w) = &want {
                             assert!(&got == w, "{what}: isa {isa:?} g {g} n {n} bits {bits}");

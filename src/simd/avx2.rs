@@ -634,3 +634,108 @@ pub unsafe fn palette_u8(p: &super::PaletteParts<u8>, out: &mut [u8]) -> Option<
     }
     Some((whole, at))
 }
+
+/// [`super::palette_u16`] for groups of 16 or 32 words (other sizes are left to the scalar
+/// level), as [`palette_u8`]: each whole group's distinct words a prefix sum in two vectors of
+/// 16-bit words, their low and high bytes gathered into two byte tables of 32, each looked up by
+/// byte shuffles, and the two bytes of each word interleaved back. Returns the groups done and
+/// the gaps they used, or None where the parts do not match.
+///
+/// # Safety
+/// The CPU must support AVX2; `out.len() == p.index.len()` and one count per group (checked by
+/// the caller).
+#[target_feature(enable = "avx2")]
+pub unsafe fn palette_u16(p: &super::PaletteParts<u16>, out: &mut [u16]) -> Option<(usize, usize)> {
+    let g = p.g;
+    if g != 16 && g != 32 {
+        return Some((0, 0));
+    }
+    let whole = p.index.len() / g;
+    let iota = [_mm256_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm256_set1_epi16(16)];
+    let iota = [iota[0], _mm256_add_epi16(iota[0], iota[1])];
+    let mask = _mm256_set1_epi16(p.mask as i16);
+    // Within each 16-byte half: the low bytes of its eight words, then their high bytes.
+    let split = _mm256_setr_epi8(
+        0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15,
+    );
+    let mut edge = [0u16; 32];
+    let mut at = 0;
+    for j in 0..whole {
+        let k = p.count[j] as usize + 1;
+        if k > g || at + k - 1 > p.gaps.len() {
+            return None;
+        }
+        // The 32 words before the group's gaps and from them on: word 0 becomes its smallest
+        // word, words 1..k its gaps, the rest are cleared.
+        let window = match at.checked_sub(1) {
+            Some(a) if a + 32 <= p.gaps.len() => &p.gaps[a..a + 32],
+            _ => {
+                edge[1..k].copy_from_slice(&p.gaps[at..at + k - 1]);
+                &edge[..]
+            }
+        };
+        at += k - 1;
+        // SAFETY: `window` holds 32 words; group `j < whole` is index[g j..g (j + 1)] and
+        // out[g j..g (j + 1)] (the lengths are equal).
+        unsafe {
+            let kv = _mm256_set1_epi16(k as i16);
+            let mut v = [0, 1].map(|h| {
+                let w = _mm256_loadu_si256(window.as_ptr().add(16 * h) as *const __m256i);
+                _mm256_and_si256(w, _mm256_cmpgt_epi16(kv, iota[h]))
+            });
+            v[0] = _mm256_insert_epi16::<0>(v[0], p.low[j] as i16);
+            // Running sums of 16-bit words: within each half, across the halves, then into the
+            // second vector.
+            for x in &mut v {
+                *x = _mm256_add_epi16(*x, _mm256_slli_si256::<2>(*x));
+                *x = _mm256_add_epi16(*x, _mm256_slli_si256::<4>(*x));
+                *x = _mm256_add_epi16(*x, _mm256_slli_si256::<8>(*x));
+                let last = _mm256_shuffle_epi8(*x, _mm256_set1_epi16(0x0F0E));
+                *x = _mm256_add_epi16(*x, _mm256_permute2x128_si256::<0x08>(last, last));
+            }
+            let top = _mm256_permute4x64_epi64::<0xFF>(_mm256_shuffle_epi8(v[0], _mm256_set1_epi16(0x0F0E)));
+            v[1] = _mm256_add_epi16(v[1], top);
+            // Each vector as [low bytes of its 16 words | their high bytes].
+            let bytes =
+                v.map(|x| _mm256_permute4x64_epi64::<0xD8>(_mm256_shuffle_epi8(_mm256_and_si256(x, mask), split)));
+            let (src, dst) = (p.index.as_ptr().add(g * j), out.as_mut_ptr().add(g * j));
+            if g == 16 {
+                let ids = _mm_loadu_si128(src as *const __m128i);
+                let topk = _mm_set1_epi8((k - 1) as i8);
+                if _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_max_epu8(ids, topk), topk)) != 0xffff {
+                    return None;
+                }
+                let lo = _mm_shuffle_epi8(_mm256_castsi256_si128(bytes[0]), ids);
+                let hi = _mm_shuffle_epi8(_mm256_extracti128_si256::<1>(bytes[0]), ids);
+                _mm_storeu_si128(dst as *mut __m128i, _mm_unpacklo_epi8(lo, hi));
+                _mm_storeu_si128(dst.add(8) as *mut __m128i, _mm_unpackhi_epi8(lo, hi));
+            } else {
+                let ids = _mm256_loadu_si256(src as *const __m256i);
+                let topk = _mm256_set1_epi8((k - 1) as i8);
+                if _mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_max_epu8(ids, topk), topk)) != -1 {
+                    return None;
+                }
+                // Bit 4 of each index (the second vector's words) to bit 7 of its byte.
+                let upper = _mm256_slli_epi16::<3>(ids);
+                let look = |a: __m256i, b: __m256i| {
+                    let x = _mm256_shuffle_epi8(a, ids);
+                    _mm256_blendv_epi8(x, _mm256_shuffle_epi8(b, ids), upper)
+                };
+                // The low-byte tables of both vectors broadcast to both halves, then the high.
+                let lo = look(
+                    _mm256_permute2x128_si256::<0x00>(bytes[0], bytes[0]),
+                    _mm256_permute2x128_si256::<0x00>(bytes[1], bytes[1]),
+                );
+                let hi = look(
+                    _mm256_permute2x128_si256::<0x11>(bytes[0], bytes[0]),
+                    _mm256_permute2x128_si256::<0x11>(bytes[1], bytes[1]),
+                );
+                // Words 0-7 and 16-23, then 8-15 and 24-31, put back in order.
+                let (a, b) = (_mm256_unpacklo_epi8(lo, hi), _mm256_unpackhi_epi8(lo, hi));
+                _mm256_storeu_si256(dst as *mut __m256i, _mm256_permute2x128_si256::<0x20>(a, b));
+                _mm256_storeu_si256(dst.add(16) as *mut __m256i, _mm256_permute2x128_si256::<0x31>(a, b));
+            }
+        }
+    }
+    Some((whole, at))
+}

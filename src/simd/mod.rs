@@ -12,9 +12,9 @@
 //!   (AVX2 level: sixteen 16-bit words per iteration for bf16/fp16).
 //! * [`merge_planes`]: `(hi << shift) | lo`, the inverse of two byte planes.
 //!
-//! * [`palette_u8`]: a `palette(g)`'s words from its groups' distinct words and its indices
-//!   (AVX2 level: groups of 16 and 32 bytes, each group's words a prefix sum in one vector and
-//!   its indices looked up by byte shuffles).
+//! * [`palette_u8`], [`palette_u16`]: a `palette(g)`'s words from its groups' distinct words
+//!   and its indices (AVX2 level: groups of 16 and 32 words, each group's words a prefix sum in
+//!   vectors and its indices looked up by byte shuffles).
 //! * [`pack_u8`]: the encoder's packing of bytes, the inverse of [`unpack_u8`] (AVX2 level: BMI2
 //!   `pext`, the inverse of `unpack`'s `pdep`).
 //!
@@ -484,6 +484,21 @@ pub fn palette_u8_at(isa: Isa, p: &PaletteParts<u8>, out: &mut [u8]) -> bool {
 
 /// [`palette_u8`] for words of up to 16 bits.
 pub fn palette_u16(p: &PaletteParts<u16>, out: &mut [u16]) -> bool {
+    palette_u16_at(isa(), p, out)
+}
+
+/// [`palette_u16`] at a given level (from the AVX2 level, groups of 16 and 32 words: the
+/// distinct words' low and high bytes looked up apart by byte shuffles).
+pub fn palette_u16_at(isa: Isa, p: &PaletteParts<u16>, out: &mut [u16]) -> bool {
     assert!(out.len() == p.index.len() && p.g >= 1 && p.count.len() == p.index.len().div_ceil(p.g));
+    #[cfg(target_arch = "x86_64")]
+    if isa.min(detected()) >= Isa::Avx2 {
+        // SAFETY: AVX2 was detected on this CPU (every level from AVX2 up has it).
+        return match unsafe { avx2::palette_u16(p, out) } {
+            Some((from, at)) => scalar::palette(p, from, at, out),
+            None => false,
+        };
+    }
+    let _ = isa;
     scalar::palette(p, 0, 0, out)
 }
