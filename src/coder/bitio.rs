@@ -161,6 +161,20 @@ impl<'a> BitReader<'a> {
     }
 
     pub fn gamma(&mut self) -> Result<u64> {
+        // The whole code in the bits at hand (the bits above them are zero): its zeros counted
+        // at once, its value taken in one read.
+        if self.n < 57 {
+            self.refill();
+        }
+        let len = self.acc.trailing_zeros();
+        if 2 * len < self.n {
+            self.acc >>= len + 1;
+            self.n -= len + 1;
+            let v = self.acc & ((1u64 << len) - 1);
+            self.acc >>= len;
+            self.n -= len;
+            return Ok((1u64 << len) | v);
+        }
         let mut len = 0u32;
         while self.get(1)? == 0 {
             len += 1;
@@ -322,6 +336,29 @@ mod tests {
             assert_eq!(r.get_wide(64).unwrap(), u64::MAX - v);
         }
         assert!(r.get(16).is_err());
+    }
+
+    /// Gamma codes read whole from the bits at hand or bit by bit give the same values; cut
+    /// short, the stream gives the values before the cut and then an error, never a wrong
+    /// value; sixty-four zeros are too long a code.
+    #[test]
+    fn gamma_codes_cut_anywhere() {
+        let vals: Vec<u64> = (0..300u64).map(|i| 1 + (i * 2654435761) % (1 << (i % 40))).collect();
+        let mut w = BitWriter::new();
+        for &v in &vals {
+            w.gamma(v);
+        }
+        let bytes = w.finish();
+        for cut in 0..=bytes.len() {
+            let mut r = BitReader::new(&bytes[..cut]);
+            for &v in &vals {
+                match r.gamma() {
+                    Ok(got) => assert_eq!(got, v, "cut {cut}"),
+                    Err(_) => break,
+                }
+            }
+        }
+        assert!(BitReader::new(&[0u8; 9]).gamma().is_err());
     }
 
     #[test]
