@@ -558,6 +558,84 @@ fn make_qkx2_quants<const N: usize, const MAD: bool>(p: &Qkx2<N>, l_out: &mut [[
     (store8(scale), store8(_mm256_xor_ps(min, sign)))
 }
 
+/// Walks the whole groups of a palette of 16 or 32 words (other sizes are left to the scalar
+/// level: no group is done): for group `j` with `k` distinct words, `f(j, k, window)` sees the
+/// 32 words before its gaps and from them on (word 0 and the words from `k` on are anything: the
+/// kernels replace and clear them) and returns false where the group does not match. Returns the
+/// groups done and the gaps they used, or None where the parts do not match.
+#[inline(always)]
+fn palette_groups<T: Copy + Default>(
+    p: &super::PaletteParts<T>,
+    mut f: impl FnMut(usize, usize, &[T]) -> bool,
+) -> Option<(usize, usize)> {
+    if p.g != 16 && p.g != 32 {
+        return Some((0, 0));
+    }
+    let mut edge = [T::default(); 32];
+    let mut at = 0;
+    for j in 0..p.index.len() / p.g {
+        let k = p.count[j] as usize + 1;
+        if k > p.g || at + k - 1 > p.gaps.len() {
+            return None;
+        }
+        let window = match at.checked_sub(1) {
+            Some(a) if a + 32 <= p.gaps.len() => &p.gaps[a..a + 32],
+            _ => {
+                edge[1..k].copy_from_slice(&p.gaps[at..at + k - 1]);
+                &edge[..]
+            }
+        };
+        at += k - 1;
+        if !f(j, k, window) {
+            return None;
+        }
+    }
+    Some((p.index.len() / p.g, at))
+}
+
+/// The 16 indices at `src` when all are below `k`.
+///
+/// # Safety
+/// AVX2 is enabled in the caller; 16 bytes are readable at `src`.
+#[inline(always)]
+unsafe fn indices16(src: *const u8, k: usize) -> Option<__m128i> {
+    // SAFETY: as the caller guarantees.
+    unsafe {
+        let ids = _mm_loadu_si128(src as *const __m128i);
+        let top = _mm_set1_epi8((k - 1) as i8);
+        (_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_max_epu8(ids, top), top)) == 0xffff).then_some(ids)
+    }
+}
+
+/// The 32 indices at `src` when all are below `k`.
+///
+/// # Safety
+/// AVX2 is enabled in the caller; 32 bytes are readable at `src`.
+#[inline(always)]
+unsafe fn indices32(src: *const u8, k: usize) -> Option<__m256i> {
+    // SAFETY: as the caller guarantees.
+    unsafe {
+        let ids = _mm256_loadu_si256(src as *const __m256i);
+        let top = _mm256_set1_epi8((k - 1) as i8);
+        (_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_max_epu8(ids, top), top)) == -1).then_some(ids)
+    }
+}
+
+/// Bytes `ids` (below 32) of the table whose bytes 0-15 are `a` and 16-31 are `b`, each in a
+/// 16-byte half: two byte shuffles, blended by bit 4 of each index (shifted to bit 7).
+///
+/// # Safety
+/// AVX2 is enabled in the caller.
+#[inline(always)]
+unsafe fn lookup32(a: __m128i, b: __m128i, ids: __m256i) -> __m256i {
+    // SAFETY: AVX2 is enabled in the caller.
+    unsafe {
+        let lo = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(a), ids);
+        let hi = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(b), ids);
+        _mm256_blendv_epi8(lo, hi, _mm256_slli_epi16::<3>(ids))
+    }
+}
+
 /// [`super::palette_u8`] for groups of 16 or 32 words (other sizes are left to the scalar
 /// level): each whole group's distinct words as a prefix sum in one vector (its smallest word
 /// and its gaps), its indices checked against its count by one unsigned maximum and looked up
@@ -570,35 +648,16 @@ fn make_qkx2_quants<const N: usize, const MAD: bool>(p: &Qkx2<N>, l_out: &mut [[
 #[target_feature(enable = "avx2")]
 pub unsafe fn palette_u8(p: &super::PaletteParts<u8>, out: &mut [u8]) -> Option<(usize, usize)> {
     let g = p.g;
-    if g != 16 && g != 32 {
-        return Some((0, 0));
-    }
-    let whole = p.index.len() / g;
     let iota = _mm256_setr_epi8(
         0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29,
         30, 31,
     );
     let mask = _mm256_set1_epi8(p.mask as i8);
-    let mut edge = [0u8; 32];
-    let mut at = 0;
-    for j in 0..whole {
-        let k = p.count[j] as usize + 1;
-        if k > g || at + k - 1 > p.gaps.len() {
-            return None;
-        }
-        // The 32 bytes before the group's gaps and from them on: byte 0 becomes its smallest
-        // word, bytes 1..k its gaps, the rest are cleared.
-        let window = match at.checked_sub(1) {
-            Some(a) if a + 32 <= p.gaps.len() => &p.gaps[a..a + 32],
-            _ => {
-                edge[1..k].copy_from_slice(&p.gaps[at..at + k - 1]);
-                &edge[..]
-            }
-        };
-        at += k - 1;
-        // SAFETY: `window` holds 32 bytes; group `j < whole` is index[g j..g (j + 1)] and
+    palette_groups(p, |j, k, window| {
+        // SAFETY: `window` holds 32 bytes; group `j` is whole: index[g j..g (j + 1)] and
         // out[g j..g (j + 1)] (the lengths are equal).
         unsafe {
+            // Byte 0 the group's smallest word, bytes 1..k its gaps, the rest cleared.
             let v = _mm256_loadu_si256(window.as_ptr() as *const __m256i);
             let v = _mm256_and_si256(v, _mm256_cmpgt_epi8(_mm256_set1_epi8(k as i8), iota));
             let mut v = _mm256_insert_epi8::<0>(v, p.low[j] as i8);
@@ -612,27 +671,16 @@ pub unsafe fn palette_u8(p: &super::PaletteParts<u8>, out: &mut [u8]) -> Option<
             let words = _mm256_and_si256(v, mask);
             let (src, dst) = (p.index.as_ptr().add(g * j), out.as_mut_ptr().add(g * j));
             if g == 16 {
-                let ids = _mm_loadu_si128(src as *const __m128i);
-                let top = _mm_set1_epi8((k - 1) as i8);
-                if _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_max_epu8(ids, top), top)) != 0xffff {
-                    return None;
-                }
+                let Some(ids) = indices16(src, k) else { return false };
                 _mm_storeu_si128(dst as *mut __m128i, _mm_shuffle_epi8(_mm256_castsi256_si128(words), ids));
             } else {
-                let ids = _mm256_loadu_si256(src as *const __m256i);
-                let top = _mm256_set1_epi8((k - 1) as i8);
-                if _mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_max_epu8(ids, top), top)) != -1 {
-                    return None;
-                }
-                let lo = _mm256_shuffle_epi8(_mm256_permute2x128_si256::<0x00>(words, words), ids);
-                let hi = _mm256_shuffle_epi8(_mm256_permute2x128_si256::<0x11>(words, words), ids);
-                // Bit 4 of each index (the table's upper half) to bit 7 of its byte.
-                let upper = _mm256_slli_epi16::<3>(ids);
-                _mm256_storeu_si256(dst as *mut __m256i, _mm256_blendv_epi8(lo, hi, upper));
+                let Some(ids) = indices32(src, k) else { return false };
+                let (a, b) = (_mm256_castsi256_si128(words), _mm256_extracti128_si256::<1>(words));
+                _mm256_storeu_si256(dst as *mut __m256i, lookup32(a, b, ids));
             }
         }
-    }
-    Some((whole, at))
+        true
+    })
 }
 
 /// [`super::palette_u16`] for groups of 16 or 32 words (other sizes are left to the scalar
@@ -647,37 +695,18 @@ pub unsafe fn palette_u8(p: &super::PaletteParts<u8>, out: &mut [u8]) -> Option<
 #[target_feature(enable = "avx2")]
 pub unsafe fn palette_u16(p: &super::PaletteParts<u16>, out: &mut [u16]) -> Option<(usize, usize)> {
     let g = p.g;
-    if g != 16 && g != 32 {
-        return Some((0, 0));
-    }
-    let whole = p.index.len() / g;
-    let iota = [_mm256_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm256_set1_epi16(16)];
-    let iota = [iota[0], _mm256_add_epi16(iota[0], iota[1])];
+    let iota = _mm256_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    let iota = [iota, _mm256_add_epi16(iota, _mm256_set1_epi16(16))];
     let mask = _mm256_set1_epi16(p.mask as i16);
     // Within each 16-byte half: the low bytes of its eight words, then their high bytes.
     let split = _mm256_setr_epi8(
         0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15,
     );
-    let mut edge = [0u16; 32];
-    let mut at = 0;
-    for j in 0..whole {
-        let k = p.count[j] as usize + 1;
-        if k > g || at + k - 1 > p.gaps.len() {
-            return None;
-        }
-        // The 32 words before the group's gaps and from them on: word 0 becomes its smallest
-        // word, words 1..k its gaps, the rest are cleared.
-        let window = match at.checked_sub(1) {
-            Some(a) if a + 32 <= p.gaps.len() => &p.gaps[a..a + 32],
-            _ => {
-                edge[1..k].copy_from_slice(&p.gaps[at..at + k - 1]);
-                &edge[..]
-            }
-        };
-        at += k - 1;
-        // SAFETY: `window` holds 32 words; group `j < whole` is index[g j..g (j + 1)] and
+    palette_groups(p, |j, k, window| {
+        // SAFETY: `window` holds 32 words; group `j` is whole: index[g j..g (j + 1)] and
         // out[g j..g (j + 1)] (the lengths are equal).
         unsafe {
+            // Word 0 the group's smallest word, words 1..k its gaps, the rest cleared.
             let kv = _mm256_set1_epi16(k as i16);
             let mut v = [0, 1].map(|h| {
                 let w = _mm256_loadu_si256(window.as_ptr().add(16 * h) as *const __m256i);
@@ -700,42 +729,23 @@ pub unsafe fn palette_u16(p: &super::PaletteParts<u16>, out: &mut [u16]) -> Opti
                 v.map(|x| _mm256_permute4x64_epi64::<0xD8>(_mm256_shuffle_epi8(_mm256_and_si256(x, mask), split)));
             let (src, dst) = (p.index.as_ptr().add(g * j), out.as_mut_ptr().add(g * j));
             if g == 16 {
-                let ids = _mm_loadu_si128(src as *const __m128i);
-                let topk = _mm_set1_epi8((k - 1) as i8);
-                if _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_max_epu8(ids, topk), topk)) != 0xffff {
-                    return None;
-                }
+                let Some(ids) = indices16(src, k) else { return false };
                 let lo = _mm_shuffle_epi8(_mm256_castsi256_si128(bytes[0]), ids);
                 let hi = _mm_shuffle_epi8(_mm256_extracti128_si256::<1>(bytes[0]), ids);
                 _mm_storeu_si128(dst as *mut __m128i, _mm_unpacklo_epi8(lo, hi));
                 _mm_storeu_si128(dst.add(8) as *mut __m128i, _mm_unpackhi_epi8(lo, hi));
             } else {
-                let ids = _mm256_loadu_si256(src as *const __m256i);
-                let topk = _mm256_set1_epi8((k - 1) as i8);
-                if _mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_max_epu8(ids, topk), topk)) != -1 {
-                    return None;
-                }
-                // Bit 4 of each index (the second vector's words) to bit 7 of its byte.
-                let upper = _mm256_slli_epi16::<3>(ids);
-                let look = |a: __m256i, b: __m256i| {
-                    let x = _mm256_shuffle_epi8(a, ids);
-                    _mm256_blendv_epi8(x, _mm256_shuffle_epi8(b, ids), upper)
-                };
-                // The low-byte tables of both vectors broadcast to both halves, then the high.
-                let lo = look(
-                    _mm256_permute2x128_si256::<0x00>(bytes[0], bytes[0]),
-                    _mm256_permute2x128_si256::<0x00>(bytes[1], bytes[1]),
-                );
-                let hi = look(
-                    _mm256_permute2x128_si256::<0x11>(bytes[0], bytes[0]),
-                    _mm256_permute2x128_si256::<0x11>(bytes[1], bytes[1]),
-                );
+                let Some(ids) = indices32(src, k) else { return false };
+                let half =
+                    |x: __m256i, h: bool| if h { _mm256_extracti128_si256::<1>(x) } else { _mm256_castsi256_si128(x) };
+                let lo = lookup32(half(bytes[0], false), half(bytes[1], false), ids);
+                let hi = lookup32(half(bytes[0], true), half(bytes[1], true), ids);
                 // Words 0-7 and 16-23, then 8-15 and 24-31, put back in order.
                 let (a, b) = (_mm256_unpacklo_epi8(lo, hi), _mm256_unpackhi_epi8(lo, hi));
                 _mm256_storeu_si256(dst as *mut __m256i, _mm256_permute2x128_si256::<0x20>(a, b));
                 _mm256_storeu_si256(dst.add(16) as *mut __m256i, _mm256_permute2x128_si256::<0x31>(a, b));
             }
         }
-    }
-    Some((whole, at))
+        true
+    })
 }
