@@ -18,7 +18,10 @@ cd "$(dirname "$0")/.."
 VERSION=0.3.36
 SHA256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
 DIR=${BREVIS_LLAMA_DIR:-$PWD/target/llama.cpp}
-STAMP="llama-cpp-python $VERSION"
+# Without AMX: where the CPU reports AMX but the kernel or hypervisor does not grant its tile
+# state, -march=native's AMX paths stop llama.cpp itself with SIGILL (seen on a Xeon VM).
+NO_AMX="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+STAMP="llama-cpp-python $VERSION, $NO_AMX"
 
 built() {
     [ -f "$DIR/stamp" ] && [ "$(cat "$DIR/stamp")" = "$STAMP" ] \
@@ -70,7 +73,8 @@ tar -xzf "$sdist" -C "$DIR/src" --strip-components=3 "llama_cpp_python-$VERSION/
 rm -rf "$DIR/download"
 cmake -S "$DIR/src" -B "$DIR/build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_TOOLS=ON \
-    -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_UI=OFF -DGGML_NATIVE=ON >"$DIR/configure.log" 2>&1 \
+    -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_UI=OFF -DGGML_NATIVE=ON \
+    -DCMAKE_C_FLAGS="$NO_AMX" -DCMAKE_CXX_FLAGS="$NO_AMX" >"$DIR/configure.log" 2>&1 \
     || { cat "$DIR/configure.log" >&2; exit 1; }
 cmake --build "$DIR/build" --target llama-simple llama-quantize -j "$(nproc)" >"$DIR/build.log" 2>&1 \
     || { tail -50 "$DIR/build.log" >&2; exit 1; }
