@@ -3,7 +3,7 @@
 //! results are never worse than this list's on the same sample.
 
 use super::features::channel_len;
-use super::twins::{fast_twin, raw_sign_twin};
+use super::twins::{fast_twin, raw_sign_twin, wider_head_twin, WIDER_HEAD};
 use super::*;
 use crate::dsl::ops::maps::Map;
 
@@ -179,6 +179,16 @@ fn derivable(t: &TensorView, program: &Node, depth: usize) -> bool {
     walk(&tctx, program, std::slice::from_ref(&whole), 0, 0, "", true, reference.as_ref())
 }
 
+/// `n` pseudo-random bytes from `seed`, each masked by `mask`.
+fn random_bytes(mut seed: u64, n: usize, mask: u8) -> Vec<u8> {
+    (0..n)
+        .map(|_| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) as u8 & mask
+        })
+        .collect()
+}
+
 /// Words of a dtype: a normal-ish float pattern for floats, small integers otherwise.
 fn data_for(dt: &DType, n: usize, seed: &mut u64) -> Vec<u8> {
     let w = dt.bits().unwrap() as usize / 8;
@@ -268,6 +278,59 @@ fn raw_sign_twins() {
     assert_eq!(twin(byteplanes(vec![lanes(), lanes()])), None);
 }
 
+/// The wider-head twin moves `WIDER_HEAD` mantissa bits into the head of each float split whose
+/// head is an entropy leaf, up to the widest split the search offers, and keeps the children.
+#[test]
+fn wider_head_twins() {
+    let twin = |p: Node| wider_head_twin(&p).map(|t| t.to_string());
+    let k = 3;
+    assert_eq!(
+        twin(sparse(8, rans_pop(16), fields(5, 10, k, [lanes(), raw(), raw()]))),
+        Some(sparse(8, rans_pop(16), fields(5, 10, k + WIDER_HEAD, [lanes(), raw(), raw()])).to_string())
+    );
+    // bf16's head holds at most 7 mantissa bits; a head already that wide has no twin.
+    assert_eq!(
+        twin(fields(8, 7, 6, [huffman(), raw(), raw()])),
+        Some(fields(8, 7, 7, [huffman(), raw(), raw()]).to_string())
+    );
+    assert_eq!(twin(fields(8, 7, 7, [huffman(), raw(), raw()])), None);
+    // A head that is not an entropy leaf is left as it is.
+    assert_eq!(twin(fields(5, 10, 1, [byteplanes(vec![huffman(), raw()]), raw(), raw()])), None);
+    assert_eq!(twin(rans()), None);
+}
+
+/// Slower finalists ranked just behind the winner on the sample are compared with it over the
+/// tensor's chunks, and the one that costs least there goes first; one ranked further behind,
+/// a faster one or a copy of the winner is not; only at a level that asks for the checks, on a
+/// tensor larger than the sample.
+#[test]
+fn close_finalists_are_compared_over_chunks() {
+    let (dt, n) = (DType::U8, 1usize << 20);
+    let shape = [n as u64];
+    // Independent two-bit symbols: `rans` codes them in a quarter of `raw`'s bytes, and the
+    // previous symbol as a context only adds tables.
+    let skewed = random_bytes(11, n, 3);
+    let opts = SearchOptions { sample_elems: 1 << 14, chunk_elems: 1 << 16, ..SearchOptions::new(n) };
+    let first = |ranked: &[(usize, usize)], programs: &[&Node], opts: &SearchOptions| {
+        let t =
+            TensorView { name: "w", dtype: &dt, shape: &shape, word_bits: 8, bytes: (&skewed).into(), reference: None };
+        let mut ranked = ranked.to_vec();
+        Confirm { t: &t, opts, programs, sample_elems: opts.sample_elems }.close_finalists(&mut ranked).unwrap();
+        ranked[0].1
+    };
+    let ns = |p: &Node| crate::dsl::cost::program_ns(p, Ty::u(8));
+    let (fast, small, context) = (raw(), rans(), rans_prev());
+    assert!(ns(&fast) < ns(&small) && ns(&small) < ns(&context));
+    let close = [(1000, 0), (1000 + 1000 / CLOSE_PART, 1), (1000 + 1000 / CLOSE_PART, 2)];
+    assert_eq!(first(&close, &[&fast, &fast, &small], &opts), 2, "the smaller one, past a copy of the winner");
+    assert_eq!(first(&close, &[&small, &context, &context], &opts), 0, "the winner stays where it is smaller");
+    assert_eq!(first(&close, &[&context, &small, &small], &opts), 0, "a faster finalist is not compared");
+    let far = [(1000, 0), (1001 + 1000 / CLOSE_PART, 1)];
+    assert_eq!(first(&far, &[&fast, &small], &opts), 0, "a finalist further behind is not compared");
+    assert_eq!(first(&close, &[&fast, &fast, &small], &SearchOptions { confirm_whole: false, ..opts.clone() }), 0);
+    assert_eq!(first(&close, &[&fast, &fast, &small], &SearchOptions { sample_elems: n, ..opts.clone() }), 0);
+}
+
 /// A winner on the sample that decodes slower than a finalist ranked below it gives way where
 /// the finalist costs less over the whole tensor, and keeps its place where it does not; only
 /// at a level that asks for the check, with a decode price, on a tensor much larger than the
@@ -276,13 +339,7 @@ fn raw_sign_twins() {
 fn slow_winner_is_checked_over_the_whole_tensor() {
     let (dt, n) = (DType::U8, 1usize << 20);
     let shape = [n as u64];
-    let mut seed = 7u64;
-    let mut next = || {
-        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        (seed >> 33) as u8
-    };
-    let noise: Vec<u8> = (0..n).map(|_| next()).collect();
-    let skewed: Vec<u8> = (0..n).map(|_| next() & 3).collect();
+    let (noise, skewed) = (random_bytes(7, n, 0xff), random_bytes(8, n, 3));
     let (slow, fast) = (rans(), raw());
     assert!(
         crate::dsl::cost::program_ns(&slow, Ty::u(8)) >= crate::dsl::cost::program_ns(&fast, Ty::u(8)) + CONFIRM_NS
@@ -291,7 +348,8 @@ fn slow_winner_is_checked_over_the_whole_tensor() {
     let first = |data: &Vec<u8>, opts: &SearchOptions| {
         let t = TensorView { name: "w", dtype: &dt, shape: &shape, word_bits: 8, bytes: data.into(), reference: None };
         let mut ranked = vec![(100, 0), (101, 1)];
-        confirm_slow_winner(&t, opts, &mut ranked, &[&slow, &fast], opts.sample_elems).unwrap();
+        let programs: &[&Node] = &[&slow, &fast];
+        Confirm { t: &t, opts, programs, sample_elems: opts.sample_elems }.slow_winner(&mut ranked).unwrap();
         ranked[0].1
     };
     assert_eq!(first(&noise, &opts), 1, "raw costs less than rans on noise");
