@@ -5,7 +5,8 @@
 //! runs and with the popcount context, Huffman) on a mask whose rows keep different shares.
 
 use brevis::internals::coder::{huffman, lanes, pack, packed_len, rans};
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use criterion::measurement::WallTime;
+use criterion::{criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Criterion, Throughput};
 use std::time::Duration;
 
 const N: usize = 1 << 18;
@@ -73,16 +74,21 @@ fn masks(c: &mut Criterion) {
             })
         });
     }
-    let mut hblock = Vec::new();
-    huffman::encode(&m, &mut hblock);
-    g.bench_function("huffman", |b| {
+    huffman_decode(&mut g, "huffman", &m);
+    g.finish();
+}
+
+/// Benchmarks `name`: decoding the Huffman block of `syms` (`N` symbols).
+fn huffman_decode(g: &mut BenchmarkGroup<WallTime>, name: &str, syms: &[u16]) {
+    let mut block = Vec::new();
+    huffman::encode(syms, &mut block);
+    g.bench_function(name, |b| {
         b.iter(|| {
             let mut out = Vec::with_capacity(N);
-            huffman::decode(&hblock, N, &mut out).unwrap();
+            huffman::decode(&block, N, &mut out).unwrap();
             out
         })
     });
-    g.finish();
 }
 
 fn bench(c: &mut Criterion) {
@@ -114,15 +120,7 @@ fn bench(c: &mut Criterion) {
             })
         });
     }
-    let mut hblock = Vec::new();
-    huffman::encode(&syms, &mut hblock);
-    g.bench_function("huffman_decode", |b| {
-        b.iter(|| {
-            let mut out = Vec::with_capacity(N);
-            huffman::decode(&hblock, N, &mut out).unwrap();
-            out
-        })
-    });
+    huffman_decode(&mut g, "huffman_decode", &syms);
     for bits in [1u32, 5, 7, 10] {
         let mut packed = Vec::new();
         pack(syms.iter().map(|&v| v as u64 & ((1 << bits) - 1)), bits, &mut packed);

@@ -119,14 +119,14 @@ fn quant_blocks(c: &mut Criterion, w: &[u16], isas: &[Isa]) {
         let p = simd::PaletteParts { count: &count, low: &low, gaps: &gaps, index: &index, g: 32, mask: 31 };
         let mut words = vec![0u8; N];
         g.bench_function(BenchmarkId::new("palette_32", l.name()), |b| {
-            b.iter(|| assert!(simd::palette_u8_at(l, &p, &mut words)))
+            b.iter(|| assert!(simd::palette_at(l, &p, &mut words)))
         });
         // The same over bf16 words (a dequantized model's: its groups' 12 values 3 apart).
         let (low16, gaps16) = (vec![0x3c00u16; N / 32], vec![3u16; N / 32 * 11]);
         let p16 = simd::PaletteParts { count: &count, low: &low16, gaps: &gaps16, index: &index, g: 32, mask: 0xffff };
         let mut words16 = vec![0u16; N];
         g.bench_function(BenchmarkId::new("palette_32_u16", l.name()), |b| {
-            b.iter(|| assert!(simd::palette_u16_at(l, &p16, &mut words16)))
+            b.iter(|| assert!(simd::palette_at(l, &p16, &mut words16)))
         });
         let mut body = vec![0u8; N / 256 * 176];
         g.bench_function(BenchmarkId::new("q5_k_quants", l.name()), |b| {

@@ -303,7 +303,7 @@ fn palette_reference(count: &[u8], low: &[u16], gaps: &[u16], index: &[u8], g: u
     (at == gaps.len()).then_some(out)
 }
 
-/// `palette_u8` and `palette_u16` at every level rebuild what the definition says for groups of
+/// `palette` over bytes and 16-bit words at every level rebuild what the definition says for groups of
 /// 16 and 32 (the shuffled ones) and others, at every count and with short last groups, and
 /// refuse the same damaged parts: an index at its group's count, a count past its group, gaps
 /// left over or missing.
@@ -335,12 +335,12 @@ fn palette_every_level() {
                                 (low.iter().map(|&v| v as u8).collect(), gaps.iter().map(|&v| v as u8).collect());
                             let p = simd::PaletteParts { count, low: &low8, gaps: &gaps8, index, g, mask: mask as u8 };
                             let mut got = vec![0u8; index.len()];
-                            let ok = simd::palette_u8_at(isa, &p, &mut got);
+                            let ok = simd::palette_at(isa, &p, &mut got);
                             (ok, got.into_iter().map(u16::from).collect::<Vec<_>>())
                         } else {
                             let p = simd::PaletteParts { count, low: &low, gaps, index, g, mask };
                             let mut got = vec![0u16; index.len()];
-                            (simd::palette_u16_at(isa, &p, &mut got), got)
+                            (simd::palette_at(isa, &p, &mut got), got)
                         };
                         assert_eq!(ok, want.is_some(), "{what}: isa {isa:?} g {g} n {n} bits {bits}");
                         if let Some(w) = &want {

@@ -636,8 +636,8 @@ unsafe fn lookup32(a: __m128i, b: __m128i, ids: __m256i) -> __m256i {
     }
 }
 
-/// [`super::palette_u8`] for groups of 16 or 32 words (other sizes are left to the scalar
-/// level): each whole group's distinct words as a prefix sum in one vector (its smallest word
+/// [`super::palette()`] over bytes for groups of 16 or 32 words (other sizes are left to the
+/// scalar level): each whole group's distinct words as a prefix sum in one vector (its smallest word
 /// and its gaps), its indices checked against its count by one unsigned maximum and looked up
 /// by byte shuffles (two and a blend for 32 words). Returns the groups done and the gaps they
 /// used, or None where the parts do not match.
@@ -683,8 +683,8 @@ pub unsafe fn palette_u8(p: &super::PaletteParts<u8>, out: &mut [u8]) -> Option<
     })
 }
 
-/// [`super::palette_u16`] for groups of 16 or 32 words (other sizes are left to the scalar
-/// level), as [`palette_u8`]: each whole group's distinct words a prefix sum in two vectors of
+/// [`super::palette()`] over 16-bit words for groups of 16 or 32 words (other sizes are left to
+/// the scalar level), as [`palette_u8`]: each whole group's distinct words a prefix sum in two vectors of
 /// 16-bit words, their low and high bytes gathered into two byte tables of 32, each looked up by
 /// byte shuffles, and the two bytes of each word interleaved back. Returns the groups done and
 /// the gaps they used, or None where the parts do not match.

@@ -12,7 +12,7 @@
 //!   (AVX2 level: sixteen 16-bit words per iteration for bf16/fp16).
 //! * [`merge_planes`]: `(hi << shift) | lo`, the inverse of two byte planes.
 //!
-//! * [`palette_u8`], [`palette_u16`]: a `palette(g)`'s words from its groups' distinct words
+//! * [`palette`]: a `palette(g)`'s words from its groups' distinct words
 //!   and its indices (AVX2 level: groups of 16 and 32 words, each group's words a prefix sum in
 //!   vectors and its indices looked up by byte shuffles).
 //! * [`pack_u8`]: the encoder's packing of bytes, the inverse of [`unpack_u8`] (AVX2 level: BMI2
@@ -458,43 +458,60 @@ pub struct PaletteParts<'a, T> {
     pub mask: T,
 }
 
+/// A word of a palette (bytes and 16-bit words): added with wrap-around, and rebuilt by its own
+/// AVX2 kernel.
+pub trait PaletteWord: Copy + Default {
+    /// `(self + other) & mask`.
+    fn add(self, other: Self, mask: Self) -> Self;
+    /// The AVX2 kernel for these words: where the scalar kernel goes on (group, gap), or None
+    /// on damaged parts.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn avx2(p: &PaletteParts<Self>, out: &mut [Self]) -> Option<(usize, usize)>;
+}
+
+impl PaletteWord for u8 {
+    #[inline(always)]
+    fn add(self, other: u8, mask: u8) -> u8 {
+        self.wrapping_add(other) & mask
+    }
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn avx2(p: &PaletteParts<u8>, out: &mut [u8]) -> Option<(usize, usize)> {
+        // SAFETY: the caller's promise.
+        unsafe { avx2::palette_u8(p, out) }
+    }
+}
+
+impl PaletteWord for u16 {
+    #[inline(always)]
+    fn add(self, other: u16, mask: u16) -> u16 {
+        self.wrapping_add(other) & mask
+    }
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn avx2(p: &PaletteParts<u16>, out: &mut [u16]) -> Option<(usize, usize)> {
+        // SAFETY: the caller's promise.
+        unsafe { avx2::palette_u16(p, out) }
+    }
+}
+
 /// The words of a palette's groups into `out` (`index.len()` words): group `j`'s distinct words
 /// are `low[j]` and the running sums of its `count[j]` gaps, and each word is the distinct word
 /// its index names. False when a count reaches past its group, the counts do not use up the
 /// gaps, or an index is not below its group's count (`out` is then partly written).
-pub fn palette_u8(p: &PaletteParts<u8>, out: &mut [u8]) -> bool {
-    palette_u8_at(isa(), p, out)
+pub fn palette<T: PaletteWord>(p: &PaletteParts<T>, out: &mut [T]) -> bool {
+    palette_at(isa(), p, out)
 }
 
-/// [`palette_u8`] at a given level (from the AVX2 level, groups of 16 and 32 words by byte
-/// shuffles).
-pub fn palette_u8_at(isa: Isa, p: &PaletteParts<u8>, out: &mut [u8]) -> bool {
+/// [`palette`] at a given level (from the AVX2 level, groups of 16 and 32 words by byte
+/// shuffles; 16-bit words as their low and high bytes looked up apart).
+pub fn palette_at<T: PaletteWord>(isa: Isa, p: &PaletteParts<T>, out: &mut [T]) -> bool {
     assert!(out.len() == p.index.len() && p.g >= 1 && p.count.len() == p.index.len().div_ceil(p.g));
     #[cfg(target_arch = "x86_64")]
     if isa.min(detected()) >= Isa::Avx2 {
         // SAFETY: AVX2 was detected on this CPU (every level from AVX2 up has it).
-        return match unsafe { avx2::palette_u8(p, out) } {
-            Some((from, at)) => scalar::palette(p, from, at, out),
-            None => false,
-        };
-    }
-    let _ = isa;
-    scalar::palette(p, 0, 0, out)
-}
-
-/// [`palette_u8`] for words of up to 16 bits.
-pub fn palette_u16(p: &PaletteParts<u16>, out: &mut [u16]) -> bool {
-    palette_u16_at(isa(), p, out)
-}
-
-/// [`palette_u16`] at a given level (from the AVX2 level, groups of 16 and 32 words: the
-/// distinct words' low and high bytes looked up apart by byte shuffles).
-pub fn palette_u16_at(isa: Isa, p: &PaletteParts<u16>, out: &mut [u16]) -> bool {
-    assert!(out.len() == p.index.len() && p.g >= 1 && p.count.len() == p.index.len().div_ceil(p.g));
-    #[cfg(target_arch = "x86_64")]
-    if isa.min(detected()) >= Isa::Avx2 {
-        // SAFETY: AVX2 was detected on this CPU (every level from AVX2 up has it).
-        return match unsafe { avx2::palette_u16(p, out) } {
+        return match unsafe { T::avx2(p, out) } {
             Some((from, at)) => scalar::palette(p, from, at, out),
             None => false,
         };

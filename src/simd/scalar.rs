@@ -228,28 +228,9 @@ pub fn derive(kind: super::derive::Kind, src: super::derive::Src, reference: &[u
     super::derive::derive_groups(kind, src, reference, e0, out, &super::kquants::Scalar)
 }
 
-/// A word of 8 or 16 bits, added with wrap-around (the words of a palette).
-pub trait PaletteWord: Copy + Default {
-    fn add(self, other: Self, mask: Self) -> Self;
-}
-
-impl PaletteWord for u8 {
-    #[inline(always)]
-    fn add(self, other: u8, mask: u8) -> u8 {
-        self.wrapping_add(other) & mask
-    }
-}
-
-impl PaletteWord for u16 {
-    #[inline(always)]
-    fn add(self, other: u16, mask: u16) -> u16 {
-        self.wrapping_add(other) & mask
-    }
-}
-
-/// See [`super::palette_u8`], from group `from` on, the groups before it having used the gaps
+/// See [`super::palette()`], from group `from` on, the groups before it having used the gaps
 /// before `at`.
-pub fn palette<T: PaletteWord>(p: &super::PaletteParts<T>, from: usize, mut at: usize, out: &mut [T]) -> bool {
+pub fn palette<T: super::PaletteWord>(p: &super::PaletteParts<T>, from: usize, mut at: usize, out: &mut [T]) -> bool {
     // Indices are bytes: a palette of 256 words takes any of them without a bounds check.
     let mut palette = [T::default(); 256];
     let groups = p.count.iter().zip(p.low).zip(p.index.chunks(p.g).zip(out.chunks_mut(p.g)));

@@ -115,12 +115,12 @@ impl Palette {
             (Data::U8(low), Data::U8(gaps)) => {
                 let mut out = vec![0u8; n];
                 let p = PaletteParts { count, low, gaps, index, g, mask: mask as u8 };
-                simd::palette_u8(&p, &mut out).then_some(Data::U8(out))
+                simd::palette(&p, &mut out).then_some(Data::U8(out))
             }
             (Data::U16(low), Data::U16(gaps)) => {
                 let mut out = vec![0u16; n];
                 let p = PaletteParts { count, low, gaps, index, g, mask: mask as u16 };
-                simd::palette_u16(&p, &mut out).then_some(Data::U16(out))
+                simd::palette(&p, &mut out).then_some(Data::U16(out))
             }
             _ => None,
         };
