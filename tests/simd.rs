@@ -159,6 +159,7 @@ fn derive_every_level() {
     }
 }
 
+/// `merge_planes16` at every level, its high plane as bytes and as 16-bit symbols.
 #[test]
 fn merge_planes_every_level() {
     for isa in simd::available() {
@@ -171,6 +172,11 @@ fn merge_planes_every_level() {
                 let mut got = vec![0u16; n];
                 simd::merge_planes16_at(isa, &hi, &lo, shift, &mut got);
                 assert!(got.iter().zip(&words).all(|(&a, &b)| a as u64 == b), "isa {isa:?} bits {bits} n {n}");
+                // The high plane as 16-bit symbols (what an entropy leaf decodes).
+                let hi16: Vec<u16> = hi.iter().map(|&h| h as u16).collect();
+                let mut got16 = vec![0u16; n];
+                simd::merge_planes16_at(isa, &hi16, &lo, shift, &mut got16);
+                assert!(got16 == got, "isa {isa:?} bits {bits} n {n}, 16-bit high plane");
             }
         }
     }

@@ -119,7 +119,7 @@ pub unsafe fn merge_fields16(h: &[u16], s: &[u8], m: &[u8], lo: u32, out: &mut [
 /// # Safety
 /// The CPU must support AVX2; all slices have the same length (checked by the caller).
 #[target_feature(enable = "avx2")]
-pub unsafe fn merge_planes16(hi: &[u8], lo: &[u8], shift: u32, out: &mut [u16]) {
+pub unsafe fn merge_planes16<H: super::RunWord>(hi: &[H], lo: &[u8], shift: u32, out: &mut [u16]) {
     let n = out.len();
     let full = n - n % 16;
     let count = _mm_cvtsi32_si128(shift as i32);
@@ -127,7 +127,7 @@ pub unsafe fn merge_planes16(hi: &[u8], lo: &[u8], shift: u32, out: &mut [u16]) 
     while i < full {
         // SAFETY: i + 16 <= n and every slice holds n elements: loads and the store are in bounds.
         unsafe {
-            let hv = _mm256_cvtepu8_epi16(_mm_loadu_si128(hi.as_ptr().add(i) as *const __m128i));
+            let hv = H::load16(hi.as_ptr().add(i));
             let lv = _mm256_cvtepu8_epi16(_mm_loadu_si128(lo.as_ptr().add(i) as *const __m128i));
             _mm256_storeu_si256(
                 out.as_mut_ptr().add(i) as *mut __m256i,

@@ -111,9 +111,9 @@ pub fn merged_fields<H: Lane, M: Lane, O: Lane>(h: &[H], s: &[u8], m: &[M], lo: 
 }
 
 /// See [`super::merge_planes16`].
-pub fn merge_planes(hi: &[u8], lo: &[u8], shift: u32, out: &mut [u16]) {
+pub fn merge_planes<H: Copy + Into<u16>>(hi: &[H], lo: &[u8], shift: u32, out: &mut [u16]) {
     for ((o, &h), &l) in out.iter_mut().zip(hi).zip(lo) {
-        *o = ((h as u16) << shift) | l as u16;
+        *o = (h.into() << shift) | l as u16;
     }
 }
 

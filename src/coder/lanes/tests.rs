@@ -71,6 +71,12 @@ fn round_trip(symbols: &[u16], ctx: Ctx) -> Vec<u8> {
     let len = block.len() as i64;
     assert!((est - len).abs() <= 128 + len / 500, "estimated {est}, coded {len}, n {}, {ctx:?}", symbols.len());
     out.extend_from_slice(b"tail");
+    // The AVX-512 kernel with either table lookup (the hardware gather on Intel's cores).
+    for k in Kernel::all() {
+        let mut dec = vec![0xAAAAu16; symbols.len()];
+        assert_eq!(decode_ctx_kernel(k, &out[3..], ctx, &mut dec).unwrap(), block.len(), "{k:?}");
+        assert!(dec == symbols, "{k:?} n {} ctx {ctx:?}", symbols.len());
+    }
     for l in crate::simd::available() {
         let mut dec = vec![0xAAAAu16; symbols.len()];
         let used = decode_ctx_at(l, &out[3..], ctx, &mut dec).unwrap();
@@ -405,11 +411,11 @@ fn forge_escapes(block: &[u8], keep: u64) -> Option<Vec<u8>> {
 }
 
 /// Blocks cut or damaged in their word stream, and decodes of the wrong length: every level
-/// gives the same result, the same error included (the SIMD decoders fail where the scalar
-/// one does).
+/// (and the AVX-512 one with either table lookup) gives the same result, the same error
+/// included (the SIMD decoders fail where the scalar one does).
 #[test]
 fn levels_give_the_same_errors() {
-    let isas = crate::simd::available();
+    let kernels = Kernel::all();
     let mut seed = 11;
     let mut syms = bf16_heads(20_000, &mut seed, 0.02);
     syms.extend(lane_regimes(4000, &mut seed));
@@ -446,15 +452,15 @@ fn levels_give_the_same_errors() {
         }
         cases.extend([1, 3].into_iter().filter_map(|keep| Some((forge_escapes(&block, keep)?, n))));
         for (b, m) in &cases {
-            let results: Vec<_> = isas
+            let results: Vec<_> = kernels
                 .iter()
-                .map(|&l| {
+                .map(|&k| {
                     let mut out = vec![0u16; *m];
-                    decode_ctx_at(l, b, ctx, &mut out).map(|u| (u, out)).map_err(|e| e.to_string())
+                    decode_ctx_kernel(k, b, ctx, &mut out).map(|u| (u, out)).map_err(|e| e.to_string())
                 })
                 .collect();
             let errs: Vec<_> = results.iter().map(|r| r.as_ref().err()).collect();
-            assert!(results.windows(2).all(|w| w[0] == w[1]), "isas disagree ({ctx:?}): {errs:?}");
+            assert!(results.windows(2).all(|w| w[0] == w[1]), "kernels disagree ({ctx:?}): {errs:?}");
             if let Err(e) = &results[0] {
                 errors.insert(e.clone());
             }
@@ -867,50 +873,54 @@ fn reciprocal_division_is_exact() {
 }
 
 /// `decode_with` hands the symbols of `decode` in order, in segments that cover the block (a
-/// single symbol value, lengths around a segment, the tail shorter than a step), fails where
-/// `decode` fails (every truncation, a failing sink) and refuses a row context.
+/// single symbol value, lengths around a segment, the tail shorter than a step; row contexts
+/// shorter and longer than a segment, whose ring of indices runs on from segment to segment),
+/// and fails where `decode` fails (every truncation, a failing sink).
 #[test]
 fn segments_give_what_decode_gives() {
     let mut seed = 12;
     let seg = 64 * LANES;
-    for n in [1usize, 31, 32, 33, seg - 1, seg, seg + 1, 3 * seg + 17] {
-        for (k, syms) in
-            [vec![7u16; n], geometric(n, &mut seed, 40), lane_regimes(n, &mut seed)].into_iter().enumerate()
-        {
-            for ctx in [Ctx::None, Ctx::Prev] {
-                let block = round_trip(&syms, ctx);
-                let mut got = Vec::new();
-                let used = decode_with(&block, ctx, n, |start, s| {
-                    assert_eq!(start, got.len());
-                    got.extend_from_slice(s);
-                    Ok(())
-                })
-                .unwrap();
-                assert_eq!((used, &got), (block.len(), &syms), "n {n} source {k}");
-                if n == 3 * seg + 17 {
-                    for cut in [0, block.len() / 2, block.len() - 1] {
-                        assert!(decode_with(&block[..cut], ctx, n, |_, _| Ok(())).is_err(), "cut {cut}");
-                    }
-                    let failing =
-                        decode_with(
-                            &block,
-                            ctx,
-                            n,
-                            |start, _| {
-                                if start > 0 {
-                                    Err(Error::corrupt("sink"))
-                                } else {
-                                    Ok(())
-                                }
-                            },
-                        );
-                    assert!(failing.is_err());
+    for n in [1usize, 31, 32, 33, seg - 1, seg, seg + 1, 3 * seg + 17, 9 * seg + 5] {
+        let mut sources = vec![(vec![7u16; n], Ctx::None), (geometric(n, &mut seed, 40), Ctx::None)];
+        sources.push((lane_regimes(n, &mut seed), Ctx::None));
+        sources.extend(sources.clone().into_iter().map(|(s, _)| (s, Ctx::Prev)));
+        // A row of 384 words (12 steps), and one of 2080 (65 steps, longer than a segment).
+        for w in [384, 2080] {
+            sources.push((column_scaled(n, w, &mut seed), Ctx::Back(w as u32)));
+        }
+        for (k, (syms, ctx)) in sources.into_iter().enumerate() {
+            let block = round_trip(&syms, ctx);
+            if n == 9 * seg + 5 && matches!(ctx, Ctx::Back(_)) {
+                assert!(block_classes(&block).unwrap() > 1, "the rows take classes ({ctx:?})");
+            }
+            let mut got = Vec::new();
+            let used = decode_with(&block, ctx, n, |start, s| {
+                assert_eq!(start, got.len());
+                got.extend_from_slice(s);
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!((used, &got), (block.len(), &syms), "n {n} source {k} {ctx:?}");
+            if n == 3 * seg + 17 {
+                for cut in [0, block.len() / 2, block.len() - 1] {
+                    assert!(decode_with(&block[..cut], ctx, n, |_, _| Ok(())).is_err(), "cut {cut}");
                 }
+                let failing = decode_with(
+                    &block,
+                    ctx,
+                    n,
+                    |start, _| {
+                        if start > 0 {
+                            Err(Error::corrupt("sink"))
+                        } else {
+                            Ok(())
+                        }
+                    },
+                );
+                assert!(failing.is_err());
             }
         }
     }
-    let block = round_trip(&[1, 2, 3], Ctx::Back(64));
-    assert!(decode_with(&block, Ctx::Back(64), 3, |_, _| Ok(())).is_err());
 }
 
 /// `decode_runs_checked` into bytes gives `decode_runs`'s symbols narrowed, at every level, at

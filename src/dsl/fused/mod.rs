@@ -105,16 +105,20 @@ pub fn decode_into(p: &Node, ty: Ty, r: &mut ByteReader, out: &mut [u8]) -> Resu
     }
     SCRATCH.with(|cell| {
         let Scratch { head, words, parts, .. } = &mut *cell.borrow_mut();
+        match &p.op {
+            // The merges write a block at a time, also where `out` is not 2-byte aligned.
+            Op::Fields(f) => return merge_fields(f, &p.children, r, head, parts, out),
+            Op::BytePlanes(_) => return merge_planes(&p.children, 16, r, head, &mut parts[0], out),
+            _ => {}
+        }
         let aligned = bytemuck::try_cast_slice_mut::<u8, u16>(out).is_ok();
         let n = out.len() / 2;
-        if !aligned {
-            words.clear();
+        if !aligned && words.len() < n {
+            // Every word is written below: what is reused needs no clearing.
             words.resize(n, 0);
         }
-        let dst: &mut [u16] = if aligned { bytemuck::cast_slice_mut(out) } else { &mut words[..] };
+        let dst: &mut [u16] = if aligned { bytemuck::cast_slice_mut(out) } else { &mut words[..n] };
         match &p.op {
-            Op::Fields(f) => merge_fields(f, &p.children, r, head, parts, dst)?,
-            Op::BytePlanes(_) => merge_planes(&p.children, 16, r, head, &mut parts[0], dst)?,
             // A `lanes` root decodes straight into the output.
             Op::Lanes(l) => l.decode_into(ty, r.bytes()?, dst)?,
             _ => {
@@ -123,10 +127,23 @@ pub fn decode_into(p: &Node, ty: Ty, r: &mut ByteReader, out: &mut [u8]) -> Resu
             }
         }
         if !aligned {
-            out.copy_from_slice(bytemuck::cast_slice(&words[..]));
+            out.copy_from_slice(bytemuck::cast_slice(&words[..n]));
         }
         Ok(())
     })
+}
+
+/// Writes words `start..start + b` of the little-endian words `out` with `f`: straight into
+/// `out` where it is 2-byte aligned, else into `tmp` (a block in L1) and copied in.
+fn put_words(out: &mut [u8], start: usize, b: usize, tmp: &mut [u16; BLOCK], f: impl FnOnce(&mut [u16])) {
+    let bytes = &mut out[2 * start..2 * (start + b)];
+    match bytemuck::try_cast_slice_mut::<u8, u16>(bytes) {
+        Ok(words) => f(words),
+        Err(_) => {
+            f(&mut tmp[..b]);
+            bytes.copy_from_slice(bytemuck::cast_slice(&tmp[..b]));
+        }
+    }
 }
 
 /// Decodes an entropy leaf's `n` symbols of type `ty` from `input` into `buf` (which then holds
@@ -212,6 +229,26 @@ impl<'a> Part<'a> {
     }
 }
 
+/// Decodes the head leaf `p` (`n` symbols of type `ty` from `input`) and hands its symbols to
+/// `merge` with the index of the first: an in-order lanes leaf a few steps at a time, so that
+/// they are merged into words while in L1; any other leaf all at once, through `buf`.
+fn head_with(
+    p: &Node,
+    ty: Ty,
+    input: &[u8],
+    n: usize,
+    buf: &mut Vec<u16>,
+    mut merge: impl FnMut(usize, &[u16]) -> Result<()>,
+) -> Result<()> {
+    match &p.op {
+        Op::Lanes(l) if l.in_order() => l.decode_with(ty, input, n, merge),
+        _ => {
+            leaf(p, ty, input, n, buf)?;
+            merge(0, buf)
+        }
+    }
+}
+
 /// `fields(e,m,k)[head, sign, low]` into `out`.
 fn merge_fields(
     f: &Fields,
@@ -219,38 +256,38 @@ fn merge_fields(
     r: &mut ByteReader,
     head: &mut Vec<u16>,
     parts: &mut [Vec<u16>; 2],
-    out: &mut [u16],
+    out: &mut [u8],
 ) -> Result<()> {
-    let n = out.len();
+    let n = out.len() / 2;
     let lo = f.mant - f.k;
     let hty = Ty::u(f.exp + f.k);
-    leaf(&kids[0], hty, r.bytes()?, n, head)?;
+    let hin = r.bytes()?;
     let [sbuf, lbuf] = parts;
     let sign = Part::read(&kids[1], 1, n, r, sbuf)?;
     let low = Part::read(&kids[2], lo, n, r, lbuf)?;
     let mut s = [0u8; BLOCK];
-    if lo <= 8 {
-        let mut m = [0u8; BLOCK];
-        for start in (0..n).step_by(BLOCK) {
-            let b = BLOCK.min(n - start);
+    let mut m8 = [0u8; BLOCK];
+    let mut m16 = [0u16; BLOCK];
+    let mut tmp = [0u16; BLOCK];
+    head_with(&kids[0], hty, hin, n, head, |at, h| {
+        for (j, h) in h.chunks(BLOCK).enumerate() {
+            let (start, b) = (at + j * BLOCK, h.len());
             sign.unpack(1, start, &mut s[..b]);
-            low.unpack(lo, start, &mut m[..b]);
-            simd::merge_fields16(&head[start..start + b], &s[..b], &m[..b], lo, &mut out[start..start + b]);
-        }
-    } else {
-        // fp16 with k < 2: the low part takes 9 or 10 bits.
-        let mut m = [0u16; BLOCK];
-        for start in (0..n).step_by(BLOCK) {
-            let b = BLOCK.min(n - start);
-            sign.unpack(1, start, &mut s[..b]);
-            low.unpack16(lo, start, &mut m[..b]);
-            let h = &head[start..start + b];
-            for (((o, &h), &s), &m) in out[start..start + b].iter_mut().zip(h).zip(&s[..b]).zip(&m[..b]) {
-                *o = (s as u16) << 15 | h << lo | m;
+            if lo <= 8 {
+                low.unpack(lo, start, &mut m8[..b]);
+                put_words(out, start, b, &mut tmp, |o| simd::merge_fields16(h, &s[..b], &m8[..b], lo, o));
+            } else {
+                // fp16 with k < 2: the low part takes 9 or 10 bits.
+                low.unpack16(lo, start, &mut m16[..b]);
+                put_words(out, start, b, &mut tmp, |o| {
+                    for (((o, &h), &s), &m) in o.iter_mut().zip(h).zip(&s[..b]).zip(&m16[..b]) {
+                        *o = (s as u16) << 15 | h << lo | m;
+                    }
+                });
             }
         }
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 /// `byteplanes[high, low]` of words of `bits` bits (9..=16) into `out`: an entropy-coded high
@@ -262,28 +299,29 @@ fn merge_planes(
     r: &mut ByteReader,
     head: &mut Vec<u16>,
     buf: &mut Vec<u16>,
-    out: &mut [u16],
+    out: &mut [u8],
 ) -> Result<()> {
     debug_assert!((9..=16).contains(&bits));
-    let (n, sh) = (out.len(), bits - 8);
-    leaf(&kids[0], Ty::u(8), r.bytes()?, n, head)?;
+    let (n, sh) = (out.len() / 2, bits - 8);
+    let hin = r.bytes()?;
     let low = Part::read(&kids[1], sh, n, r, buf)?;
     let mut m = [0u8; BLOCK];
-    for start in (0..n).step_by(BLOCK) {
-        let b = BLOCK.min(n - start);
-        // Raw low bytes are the plane itself; other parts are unpacked a block at a time.
-        let lo = match low {
-            Part::Packed(p) if sh == 8 => &p[start..start + b],
-            _ => {
-                low.unpack(sh, start, &mut m[..b]);
-                &m[..b]
-            }
-        };
-        for ((o, &h), &l) in out[start..start + b].iter_mut().zip(&head[start..start + b]).zip(lo) {
-            *o = h << sh | l as u16;
+    let mut tmp = [0u16; BLOCK];
+    head_with(&kids[0], Ty::u(8), hin, n, head, |at, h| {
+        for (j, h) in h.chunks(BLOCK).enumerate() {
+            let (start, b) = (at + j * BLOCK, h.len());
+            // Raw low bytes are the plane itself; other parts are unpacked a block at a time.
+            let lo = match low {
+                Part::Packed(p) if sh == 8 => &p[start..start + b],
+                _ => {
+                    low.unpack(sh, start, &mut m[..b]);
+                    &m[..b]
+                }
+            };
+            put_words(out, start, b, &mut tmp, |o| simd::merge_planes16(h, lo, sh, o));
         }
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 /// Codes the little-endian 16-bit words `bytes` with `p` (for which [`applies`] holds over
@@ -422,7 +460,17 @@ mod tests {
     /// parts, every low-part width, odd lengths, and aligned and misaligned output buffers.
     #[test]
     fn fused_decode_equals_the_interpreter() {
-        let heads = [lanes(), lanes_prev(), lanes_adj(), huffman(), rans(), rans_prev(), rans_back(48)];
+        let heads = [
+            lanes(),
+            lanes_prev(),
+            lanes_back(64),
+            lanes_back(2080),
+            lanes_adj(),
+            huffman(),
+            rans(),
+            rans_prev(),
+            rans_back(48),
+        ];
         let no_copy = |_: u32| -> Result<Stream> { Err(Error::corrupt("no copy")) };
         let env = Env::new(0, &no_copy);
         let mut checked = 0;

@@ -84,7 +84,7 @@ pub(super) fn decode_into(p: &Node, r: &mut ByteReader, out: &mut [u8]) -> Resul
             // `byteplanes` of the head: its high bytes into `head`, its low part into `parts[1]`,
             // merged into `words`.
             words.resize(n, 0);
-            merge_planes(&kids[0].children, hbits, r, head, &mut parts[1], words)?;
+            merge_planes(&kids[0].children, hbits, r, head, &mut parts[1], bytemuck::cast_slice_mut(&mut words[..]))?;
             words
         };
         let [sbuf, ibuf] = parts;

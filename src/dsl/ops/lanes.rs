@@ -155,6 +155,41 @@ impl Lanes {
         super::entropy::check_range(ty, out)
     }
 
+    /// Whether [`Lanes::decode_with`] takes this leaf: its symbols are coded in their order
+    /// (not `lanes(adj)`, whose runs span the whole stream).
+    pub fn in_order(&self) -> bool {
+        matches!(self.ctx, LanesCtx::Interleaved(_))
+    }
+
+    /// Decodes `n` symbols of type `ty` (at most 16 bits) a few steps at a time into a buffer in
+    /// L1, each segment checked and handed to `sink` with the index of its first symbol (so that
+    /// what merges them into words reads them from L1). For a leaf [`Lanes::in_order`].
+    pub fn decode_with(
+        &self,
+        ty: Ty,
+        input: &[u8],
+        n: usize,
+        mut sink: impl FnMut(usize, &[u16]) -> Result<()>,
+    ) -> Result<()> {
+        let LanesCtx::Interleaved(ctx) = self.ctx else {
+            return Err(Error::invalid("lanes(adj) decodes in runs, not in segments"));
+        };
+        if n == 0 {
+            if !input.is_empty() {
+                return Err(Error::corrupt("lanes leaf: bytes for an empty stream"));
+            }
+            return Ok(());
+        }
+        let used = lanes::decode_with(input, ctx, n, |start, seg| {
+            super::entropy::check_range(ty, seg)?;
+            sink(start, seg)
+        })?;
+        if used != input.len() {
+            return Err(Error::corrupt("lanes leaf: trailing bytes"));
+        }
+        Ok(())
+    }
+
     pub fn decode(&self, ty: Ty, n: usize, input: &[u8]) -> Result<Stream> {
         if ty.container_bytes() == 1 {
             match self.ctx {

@@ -17,6 +17,9 @@ pub(super) trait Refill {
     /// # Safety
     /// The CPU has the features of the kernel that runs [`body`] with this refill.
     unsafe fn refill(y: __m256i, w: __m256i, low: __m256i) -> (__m256i, usize);
+    /// Whether table lookups take the hardware gather (`vpgatherdd`) rather than eight scalar
+    /// loads ([`gather`]).
+    const HW_GATHER: bool = false;
 }
 
 /// AVX2 refills: a `movemask` of the lanes that need a word, then `vpermd` from [`PERM`] and a
@@ -173,10 +176,10 @@ pub(super) unsafe fn body<const MAPPED: bool, const ESC: bool, const CTX: u8, R:
         x[g] = _mm256_loadu_si256(st.x.as_ptr().add(8 * g) as *const __m256i);
         pv[g] = _mm256_cvtepu8_epi32(_mm_loadl_epi64(st.prev.as_ptr().add(8 * g) as *const __m128i));
     }
-    // `CTX_BACK`: the ring of context indices, and the row of the current step (`i` is 0).
+    // `CTX_BACK`: the ring of context indices, and the row of the current step.
     let ring = st.ring.as_mut_ptr();
     let ring_len = st.ring.len();
-    let mut row = 0usize;
+    let mut row = st.row;
     // Packed indices in lane order after `packus` of the four groups.
     let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     while i + LANES <= n && pos + LANES <= nwords {
@@ -198,7 +201,7 @@ pub(super) unsafe fn body<const MAPPED: bool, const ESC: bool, const CTX: u8, R:
             }
             debug_assert!(nthr < MAX_CLASSES);
             // SAFETY: every slot is below `classes << prec` = `tab.len()` (see `scalar_run`).
-            let e = gather(tab, slot);
+            let e = if R::HW_GATHER { _mm256_i32gather_epi32::<4>(tab as *const i32, slot) } else { gather(tab, slot) };
             let f = _mm256_add_epi32(_mm256_and_si256(e, m12), one);
             let bias = _mm256_and_si256(_mm256_srli_epi32::<12>(e), m12);
             idx[g] = _mm256_srli_epi32::<24>(e);
@@ -237,5 +240,6 @@ pub(super) unsafe fn body<const MAPPED: bool, const ESC: bool, const CTX: u8, R:
         }
     }
     st.pos = pos;
+    st.row = row;
     Ok(i)
 }

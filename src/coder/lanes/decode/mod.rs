@@ -125,6 +125,8 @@ pub(super) struct Lanes {
     /// `t % (ring.len() / 32)` (zeros before the first step); a step reads its context from its
     /// row, then overwrites it with its own indices.
     pub(super) ring: Vec<u8>,
+    /// `CTX_BACK`: the row of the next step in `ring`.
+    pub(super) row: usize,
 }
 
 /// The words and escapes of a block.
@@ -170,25 +172,57 @@ pub fn decode_ctx(input: &[u8], ctx: Ctx, out: &mut [u16]) -> Result<usize> {
 
 /// [`decode_ctx`] at a given SIMD level (lowered to what the CPU has).
 pub fn decode_ctx_at(isa: Isa, input: &[u8], ctx: Ctx, out: &mut [u16]) -> Result<usize> {
-    decode_segments(isa, input, ctx, out.len(), |next| next(out))
+    decode_segments(Kernel::of(isa), input, ctx, out.len(), |next| next(out))
 }
 
-/// Decodes a block of `n` symbols encoded with `ctx` (`None` or `Prev`: [`Ctx::Back`] is refused)
-/// a few steps at a time into a buffer in L1, handing each segment to `sink` with the index of
-/// its first symbol: what narrows symbols to bytes takes them without a whole-block buffer of
-/// 16-bit symbols. Returns the bytes consumed; errors as [`decode`] (`sink`'s included; segments
-/// handed before a corrupt block is found hold unspecified values).
+/// A decoder kernel: the CPU level (lowered to what the CPU has) and, at the AVX-512 level,
+/// whether table lookups take the hardware gather.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Kernel {
+    pub(super) isa: Isa,
+    pub(super) gather: bool,
+}
+
+impl Kernel {
+    /// The kernel of level `isa` on this CPU: the hardware gather where it is fast
+    /// ([`crate::simd::fast_gather`]).
+    pub(super) fn of(isa: Isa) -> Kernel {
+        let isa = isa.min(crate::simd::detected());
+        Kernel { isa, gather: isa == Isa::Avx512 && crate::simd::fast_gather() }
+    }
+
+    /// Every kernel this CPU can run (for tests): each level, and the AVX-512 one with either
+    /// table lookup.
+    #[cfg(test)]
+    pub(super) fn all() -> Vec<Kernel> {
+        let mut all: Vec<Kernel> =
+            crate::simd::available().into_iter().map(|isa| Kernel { isa, gather: false }).collect();
+        if all.iter().any(|k| k.isa == Isa::Avx512) {
+            all.push(Kernel { isa: Isa::Avx512, gather: true });
+        }
+        all
+    }
+}
+
+/// [`decode_ctx_at`] with a given kernel (for tests).
+#[cfg(test)]
+pub(super) fn decode_ctx_kernel(k: Kernel, input: &[u8], ctx: Ctx, out: &mut [u16]) -> Result<usize> {
+    decode_segments(k, input, ctx, out.len(), |next| next(out))
+}
+
+/// Decodes a block of `n` symbols encoded with `ctx` a few steps at a time into a buffer in L1,
+/// handing each segment to `sink` with the index of its first symbol: what narrows symbols to
+/// bytes, or merges them into words, takes them without a whole-block buffer of 16-bit symbols.
+/// Returns the bytes consumed; errors as [`decode_ctx`] (`sink`'s included; segments handed
+/// before a corrupt block is found hold unspecified values).
 pub fn decode_with(
     input: &[u8],
     ctx: Ctx,
     n: usize,
     mut sink: impl FnMut(usize, &[u16]) -> Result<()>,
 ) -> Result<usize> {
-    if matches!(ctx, Ctx::Back(_)) {
-        return Err(Error::invalid("lanes: a row context decodes in one segment"));
-    }
     let mut buf = [0u16; RUN_STEPS * LANES];
-    decode_segments(crate::simd::isa(), input, ctx, n, |next| {
+    decode_segments(Kernel::of(crate::simd::isa()), input, ctx, n, |next| {
         for start in (0..n).step_by(buf.len()) {
             let seg = &mut buf[..(n - start).min(RUN_STEPS * LANES)];
             next(seg)?;
@@ -225,7 +259,7 @@ pub fn decode_runs_checked<T: RunWord>(
     let n = out.len();
     let r = n / LANES;
     let mut buf = [0u16; RUN_STEPS * LANES];
-    decode_segments(isa, input, Ctx::Prev, n, |next| {
+    decode_segments(Kernel::of(isa), input, Ctx::Prev, n, |next| {
         for t0 in (0..r).step_by(RUN_STEPS) {
             let block = &mut buf[..RUN_STEPS.min(r - t0) * LANES];
             next(block)?;
@@ -244,11 +278,10 @@ pub fn decode_runs_checked<T: RunWord>(
 }
 
 /// Decodes the `n` symbols of a block encoded with `ctx` through `f`, which hands `next`
-/// consecutive segments of them: each but the last a whole number of steps, `n` symbols in all,
-/// one segment only for a `Back` context (its ring's rows start with each call). Returns the
-/// bytes consumed.
+/// consecutive segments of them: each but the last a whole number of steps, `n` symbols in all.
+/// Returns the bytes consumed.
 fn decode_segments(
-    isa: Isa,
+    k: Kernel,
     input: &[u8],
     ctx: Ctx,
     n: usize,
@@ -272,7 +305,7 @@ fn decode_segments(
     let mut br = ByteReader::new(&input[head..]);
     let nwords = br.len((br.remaining() as u64 / 2).min(n as u64))?;
     let n_esc = if model.escs.is_empty() { 0 } else { br.len(n as u64)? as u64 };
-    let mut st = Lanes { x: [L; LANES], prev: [0; LANES], pos: 0, ring: Vec::new() };
+    let mut st = Lanes { x: [L; LANES], prev: [0; LANES], pos: 0, ring: Vec::new(), row: 0 };
     for x in &mut st.x[..n.min(LANES)] {
         *x = br.u32_le()?;
     }
@@ -294,9 +327,9 @@ fn decode_segments(
     };
     let mut done = 0usize;
     f(&mut |seg| {
-        debug_assert!(done.is_multiple_of(LANES) && (mode != CTX_BACK || done == 0));
+        debug_assert!(done.is_multiple_of(LANES));
         done += seg.len();
-        run(isa, mode, &t, &inp, &mut esc, &mut st, seg)
+        run(k, mode, &t, &inp, &mut esc, &mut st, seg)
     })?;
     debug_assert_eq!(done, n);
     if st.pos != nwords || st.x[..n.min(LANES)].iter().any(|&x| x != L) || esc.left != 0 {
@@ -310,7 +343,7 @@ fn decode_segments(
 }
 
 pub(super) fn run(
-    isa: Isa,
+    k: Kernel,
     mode: u8,
     t: &Tables,
     inp: &Input,
@@ -337,13 +370,14 @@ pub(super) fn run(
         };
     }
     #[cfg(target_arch = "x86_64")]
-    match isa.min(crate::simd::detected()) {
+    match k.isa.min(crate::simd::detected()) {
         // The AVX-512 level includes POPCNT.
-        Isa::Avx512 => return go!(simd_entry[, true]),
-        Isa::Avx2 if std::arch::is_x86_feature_detected!("popcnt") => return go!(simd_entry[, false]),
+        Isa::Avx512 if k.gather => return go!(simd_entry[, true, true]),
+        Isa::Avx512 => return go!(simd_entry[, true, false]),
+        Isa::Avx2 if std::arch::is_x86_feature_detected!("popcnt") => return go!(simd_entry[, false, false]),
         _ => {}
     }
-    let _ = isa;
+    let _ = k;
     go!(scalar_entry[])
 }
 
@@ -357,9 +391,10 @@ pub(super) fn scalar_entry<const MAPPED: bool, const ESC: bool, const CTX: u8>(
     scalar_run::<MAPPED, ESC, CTX>(t, inp, esc, st, out, 0)
 }
 
-/// The AVX2 decoder, with AVX-512 VL refills when `AVX512`, on whole steps; then the scalar one.
+/// The AVX2 decoder, with AVX-512 VL refills when `AVX512` (and the hardware gather when
+/// `GATHER`), on whole steps; then the scalar one.
 #[cfg(target_arch = "x86_64")]
-pub(super) fn simd_entry<const MAPPED: bool, const ESC: bool, const CTX: u8, const AVX512: bool>(
+pub(super) fn simd_entry<const MAPPED: bool, const ESC: bool, const CTX: u8, const AVX512: bool, const GATHER: bool>(
     t: &Tables,
     inp: &Input,
     esc: &mut EscReader,
@@ -372,7 +407,7 @@ pub(super) fn simd_entry<const MAPPED: bool, const ESC: bool, const CTX: u8, con
         if out.len() < LANES || st.pos + LANES > inp.nwords {
             0
         } else if AVX512 {
-            avx512::run::<MAPPED, ESC, CTX>(t, inp, esc, st, out)?
+            avx512::run::<MAPPED, ESC, CTX, GATHER>(t, inp, esc, st, out)?
         } else {
             avx2::run::<MAPPED, ESC, CTX>(t, inp, esc, st, out)?
         }

@@ -57,7 +57,7 @@ pub(super) fn scalar_run<const MAPPED: bool, const ESC: bool, const CTX: u8>(
     let ring = &mut st.ring;
     debug_assert!(CTX != CTX_BACK || (!ring.is_empty() && ring.len().is_multiple_of(LANES)));
     // Row of the current step in `ring`.
-    let mut row = if CTX == CTX_BACK { from / LANES % (ring.len() / LANES) * LANES } else { 0 };
+    let mut row = st.row;
     let mut steps = out[from..].chunks_exact_mut(LANES);
     for step in &mut steps {
         let ctx: &mut [u8; LANES] =
@@ -82,6 +82,6 @@ pub(super) fn scalar_run<const MAPPED: bool, const ESC: bool, const CTX: u8>(
     for (lane, o) in steps.into_remainder().iter_mut().enumerate() {
         scalar_step::<MAPPED, ESC, CTX>(t, inp, esc, &mut x[lane], &mut ctx[lane], &mut pos, o)?;
     }
-    (st.x, st.prev, st.pos) = (x, prev, pos);
+    (st.x, st.prev, st.pos, st.row) = (x, prev, pos, row);
     Ok(())
 }
