@@ -111,8 +111,9 @@ typedef enum {
      */
     BREVIS_OPTION_MEMORY_LIMIT = 4,
     /**
-     * 1 (the default): decompression verifies the whole-file checksum; 0: it does not (chunk
-     * checksums are always verified).
+     * 1 (the default): decompression verifies the whole-file checksum, which covers every chunk
+     * (each chunk's own is checked only if it fails, to name the damaged one); 0: it does not,
+     * and checks each chunk's checksum as it is decoded.
      */
     BREVIS_OPTION_VERIFY = 5,
     /**

@@ -275,7 +275,7 @@ impl<'a> Archive<'a> {
             parts.push(a);
             rest = b;
         }
-        parts.into_par_iter().enumerate().try_for_each(|(c, buf)| self.decode_chunk(i, c, buf))
+        parts.into_par_iter().enumerate().try_for_each(|(c, buf)| self.decode_chunk(i, c, buf, true))
     }
 
     /// Decodes one tensor into a new buffer (at most the memory limit).
@@ -371,8 +371,8 @@ impl<'a> Archive<'a> {
         let (mut rest, mut sums_rest, mut have_rest): (&mut [u8], &mut [hash::BlockSum], &mut [bool]) =
             (out, &mut sums, &mut have);
         let (mut pos, mut first) = (0, 0);
-        for p in pieces {
-            match p {
+        for p in &pieces {
+            match *p {
                 Piece::Residue(a, b) => {
                     let (part, r) = rest.split_at_mut(b - a);
                     part.copy_from_slice(&self.index.residue[a..b]);
@@ -399,7 +399,8 @@ impl<'a> Archive<'a> {
                 if fresh {
                     work::populate(buf);
                 }
-                self.decode_chunk(t, c, buf)?;
+                // The whole-file checksum covers this chunk: its own is checked only if that fails.
+                self.decode_chunk(t, c, buf, !opts.verify)?;
                 if !s.is_empty() {
                     hash::piece_sums(buf, at, len, s);
                     h.fill(true);
@@ -414,7 +415,7 @@ impl<'a> Archive<'a> {
                 pool.install(|| hash::xxh3_64_of(&Bytes::from(&*out), 1 << 20))?
             };
             if whole != self.index.original_hash {
-                return Err(Error::Checksum("whole file".into()));
+                return Err(self.damaged_chunk(&pieces, &Bytes::from(&*out)));
             }
         }
         Ok(())
@@ -445,7 +446,7 @@ impl<'a> Archive<'a> {
                 chunks.par_iter().zip(&mut bufs[..chunks.len()]).try_for_each(|(&(t, c, len), buf)| {
                     // Every byte is written by the decoder: what is reused needs no clearing.
                     buf.resize(len, 0);
-                    self.decode_chunk(t, c, &mut buf[..len])
+                    self.decode_chunk(t, c, &mut buf[..len], !opts.verify)
                 })
             })?;
             Ok(bufs)
@@ -535,7 +536,9 @@ impl<'a> Archive<'a> {
             let mut buf = BUF.take();
             // Every byte is written by the decoder: what is reused needs no clearing.
             buf.resize(n, 0);
-            let r = self.decode_chunk(t, c, &mut buf[..n]).and_then(|()| write_all_at(file, &buf[..n], at as u64));
+            let r = self
+                .decode_chunk(t, c, &mut buf[..n], !opts.verify)
+                .and_then(|()| write_all_at(file, &buf[..n], at as u64));
             let mut sums = Vec::new();
             if r.is_ok() && opts.verify {
                 sums.resize(hash::blocks_in(at, at + n, len).len(), [0u64; 8]);
@@ -564,13 +567,36 @@ impl<'a> Archive<'a> {
             }
         }
         if opts.verify && folder.finish(&written)? != self.index.original_hash {
-            return Err(Error::Checksum("whole file (as written)".into()));
+            return Err(self.damaged_chunk(&pieces, &written));
         }
         Ok(size)
     }
 
     /// The pieces of the original in file order, once the archive can be decoded whole (a
     /// reference it needs has been supplied).
+    /// The error of a whole-file decode into `out` (memory, or the file as written) whose
+    /// checksum failed: the first chunk whose own checksum fails, else the whole file's.
+    fn damaged_chunk(&self, pieces: &[Piece], out: &Bytes) -> Error {
+        let mut pos = 0;
+        for p in pieces {
+            match *p {
+                Piece::Residue(a, b) => pos += b - a,
+                Piece::Chunk { t, c, len } => {
+                    let te = &self.index.tensors[t];
+                    if let Some(h) = te.chunks[c].checksum {
+                        match out.with_read(pos, pos + len, |b| hash::xxh3_64(b) == h) {
+                            Ok(true) => {}
+                            Ok(false) => return Error::Checksum(format!("tensor {:?}, chunk {c}", te.name)),
+                            Err(e) => return e,
+                        }
+                    }
+                    pos += len;
+                }
+            }
+        }
+        Error::Checksum("whole file".into())
+    }
+
     fn pieces(&self) -> Result<Vec<Piece>> {
         if self.reference.is_none() {
             if let Some(e) = reference::missing(&self.index) {
@@ -597,7 +623,10 @@ impl<'a> Archive<'a> {
         Ok(pieces)
     }
 
-    fn decode_chunk(&self, t: usize, c: usize, buf: &mut [u8]) -> Result<()> {
+    /// Decodes chunk `c` of tensor `t` into `buf`; `check`: verify the chunk's checksum (a
+    /// whole-file decode that verifies the whole file's checksum leaves it to that, which covers
+    /// every byte, and looks for the damaged chunk only when it fails: [`Archive::damaged_chunk`]).
+    fn decode_chunk(&self, t: usize, c: usize, buf: &mut [u8], check: bool) -> Result<()> {
         let refs = |te: &TensorEntry, c: usize| -> Result<dsl::Stream> {
             let r = self.reference.as_ref().ok_or_else(|| {
                 reference::missing(&self.index)
@@ -621,7 +650,7 @@ impl<'a> Archive<'a> {
             }
             bytes.with_read(start, start + len, |part| dsl::Stream::from_le_bytes(dsl::Ty::u(te.word_bits), part))?
         };
-        container::decode_chunk(self.bytes, &self.index, t, c, buf, Some(&refs))
+        container::decode_chunk(self.bytes, &self.index, t, c, buf, Some(&refs), check)
     }
 }
 

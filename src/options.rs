@@ -175,7 +175,9 @@ pub struct DecodeOptions {
     /// [`crate::decompress_file`], the working memory to aim for (it bounds the index and the
     /// chunks decoded at once).
     pub memory_limit: u64,
-    /// Verify the whole-file checksum (chunk and residue checksums are always verified).
+    /// Verify the whole-file checksum, which covers every chunk: each chunk's own checksum is then
+    /// checked only if it fails, to name the damaged chunk; without it, each chunk's is checked
+    /// as it is decoded. (The index checksum, which covers the residue, is always verified.)
     pub verify: bool,
     /// Where to add the bytes of the original restored so far, as each chunk is written (for a
     /// progress display; [`crate::Archive::decompress_to`] and

@@ -177,6 +177,37 @@ fn single_bit_flips_never_give_other_data() {
     assert!(bad.is_empty(), "{} failures (index starts at {idx}), e.g. {:?}", bad.len(), &bad[..bad.len().min(8)]);
 }
 
+/// A whole-file decode verifies the whole file's checksum rather than each chunk's; when it
+/// fails, the error still names the damaged chunk (each chunk's own checksum is then checked,
+/// in memory or read back from the file), on every flipped payload byte that decodes without
+/// another error.
+#[test]
+fn a_damaged_chunk_is_named() {
+    let orig = original();
+    let archive = compressed(&orig);
+    let end = payload_end(&archive);
+    let dir = std::env::temp_dir().join(format!("brevis-named-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut named = 0;
+    for byte in (container::HEADER_LEN..end).step_by(61) {
+        let mut a = archive.clone();
+        a[byte] ^= 0x10;
+        let Err(Error::Checksum(m)) = brevis::decompress(&a) else { continue };
+        assert!(m.contains("chunk"), "byte {byte}: {m}");
+        named += 1;
+        // Into a file, with positioned writes: a checksum error too.
+        let src = dir.join("a.brv");
+        std::fs::write(&src, &a).unwrap();
+        let f = std::fs::File::open(&src).unwrap();
+        let out =
+            std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(dir.join("a")).unwrap();
+        let r = brevis::Archive::open_file(&f, 1 << 30).unwrap().decompress_to_file(&out, &DecodeOptions::default());
+        assert!(matches!(&r, Err(Error::Checksum(m)) if m.contains("chunk")), "byte {byte}: {r:?}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(named > 10, "{named} flips reached the checksums");
+}
+
 /// Flips every 5th bit of the payloads and decodes each tensor on its own (those whose program
 /// satisfies `which`): an error or the tensor's bytes, never other bytes, never a panic.
 fn tensor_access_under_flips(which: impl Fn(&Node) -> bool + Sync) -> Vec<String> {
@@ -567,8 +598,10 @@ fn forged_programs_fail_cleanly() {
     );
 
     let before = format!("{:?}", brevis::internals::index(&a));
-    // Forgeries that keep the original file: an explicit copy of a header entry, a new name.
-    let benign = ["header entry made explicit", "tensor renamed"];
+    // Forgeries that keep the original file: an explicit copy of a header entry, a new name; and a
+    // chunk's checksum, which a whole-file decode verifying the whole file's checksum (that of the
+    // original, which still holds) leaves unread; the chunk's own decodes fail on it (below).
+    let benign = ["header entry made explicit", "tensor renamed", "checksum of a chunk"];
     let mut bad = Vec::new();
     for (what, forged) in &cases {
         if Archive::open(forged).is_ok_and(|fa| format!("{:?}", brevis::internals::index(&fa)) == before) {
@@ -577,6 +610,13 @@ fn forged_programs_fail_cleanly() {
         let o = decode(forged, &orig, &one_thread(true));
         if !(o == Outcome::Err || (o == Outcome::Original && benign.contains(&what.as_str()))) {
             bad.push(format!("{what}: {o:?}"));
+        }
+        if what == "checksum of a chunk" {
+            let loose = decode(forged, &orig, &one_thread(false));
+            let alone = Archive::open(forged).map(|fa| fa.decode_tensor(quant));
+            if loose != Outcome::Err || !matches!(alone, Ok(Err(brevis::Error::Checksum(_)))) {
+                bad.push(format!("{what}: without the whole-file checksum {loose:?}, the tensor alone {alone:?}"));
+            }
         }
         // Per-tensor access: an error or some bytes, never a panic. (Tensors that read no payload
         // have no chunk checksum: a forged generator gives other bytes by design.)

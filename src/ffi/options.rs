@@ -100,8 +100,9 @@ pub enum brevis_option {
     /// with `BREVIS_ERROR_LIMIT`. At least 0; default 2^40 for decompression, 1073741824 (1 GiB)
     /// for compression.
     BREVIS_OPTION_MEMORY_LIMIT = 4,
-    /// 1 (the default): decompression verifies the whole-file checksum; 0: it does not (chunk
-    /// checksums are always verified).
+    /// 1 (the default): decompression verifies the whole-file checksum, which covers every chunk
+    /// (each chunk's own is checked only if it fails, to name the damaged one); 0: it does not,
+    /// and checks each chunk's checksum as it is decoded.
     BREVIS_OPTION_VERIFY = 5,
     /// Compression level: how the search trades size against decode time. 1 (fast): programs
     /// that decode fastest, for a little more size; 2 (the default): close to the smallest
