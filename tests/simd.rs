@@ -33,6 +33,8 @@ fn packed(v: &[u64], bits: u32) -> Vec<u8> {
 /// Lengths around every vector and group boundary, and a long odd one.
 const LENS: [usize; 14] = [0, 1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 33, 63, 1001];
 
+/// `unpack_u16` and `unpack_u8` at every level and width, from a stream of exactly the values'
+/// bytes and from the start of a longer one.
 #[test]
 fn unpack_every_level_every_width() {
     for isa in simd::available() {
@@ -50,6 +52,20 @@ fn unpack_every_level_every_width() {
                     let mut got8 = vec![0xffu8; n];
                     simd::unpack_u8_at(isa, &data, bits, &mut got8);
                     assert!(got8.iter().zip(&v).all(|(&a, &b)| a as u64 == b), "u8 isa {isa:?} bits {bits} n {n}");
+                }
+                // From the start of a longer stream (its first values): the same words.
+                let mut longer = data.clone();
+                longer.extend((0..17u8).map(|i| i.wrapping_mul(151) ^ 0x5A));
+                let mut from16 = vec![0xffffu16; n];
+                simd::unpack_u16_at(isa, &longer, bits, &mut from16);
+                assert_eq!(from16, scalar16, "u16 from a longer stream, isa {isa:?} bits {bits} n {n}");
+                if bits <= 8 {
+                    let mut from8 = vec![0xffu8; n];
+                    simd::unpack_u8_at(isa, &longer, bits, &mut from8);
+                    assert!(
+                        from8.iter().zip(&v).all(|(&a, &b)| a as u64 == b),
+                        "u8 longer, isa {isa:?} bits {bits} n {n}"
+                    );
                 }
             }
         }

@@ -17,7 +17,7 @@ use std::arch::x86_64::*;
 pub unsafe fn unpack_u8(data: &[u8], bits: u32, out: &mut [u8]) {
     let b = bits as usize;
     if b == 8 {
-        out.copy_from_slice(data);
+        out.copy_from_slice(&data[..out.len()]);
         return;
     }
     let spread = 0x0101_0101_0101_0101u64 * ((1u64 << bits) - 1);

@@ -172,15 +172,22 @@ fn check_unpack(data: &[u8], bits: u32, n: usize, word_bits: u32) {
     assert!(bits >= 1 && bits <= word_bits && (n as u128 * bits as u128).div_ceil(8) == data.len() as u128);
 }
 
-/// Unpacks `out.len()` values of `bits` bits (1..=8) from the LSB-first bit stream `data`, which
-/// holds exactly `packed_len(out.len(), bits)` bytes.
+/// As [`check_unpack`], `data` holding at least the values' bytes.
+fn check_unpack_from(data: &[u8], bits: u32, n: usize, word_bits: u32) {
+    assert!(bits >= 1 && bits <= word_bits && (n as u128 * bits as u128).div_ceil(8) <= data.len() as u128);
+}
+
+/// Unpacks `out.len()` values of `bits` bits (1..=8) from the start of the LSB-first bit stream
+/// `data`, which holds at least `packed_len(out.len(), bits)` bytes: the bytes after the values
+/// (the rest of a stream unpacked a block at a time) let the vector loop read whole 8-byte
+/// windows up to the last values.
 pub fn unpack_u8(data: &[u8], bits: u32, out: &mut [u8]) {
     unpack_u8_at(isa(), data, bits, out)
 }
 
 /// [`unpack_u8`] at a given level (lowered to what the CPU has).
 pub fn unpack_u8_at(isa: Isa, data: &[u8], bits: u32, out: &mut [u8]) {
-    check_unpack(data, bits, out.len(), 8);
+    check_unpack_from(data, bits, out.len(), 8);
     #[cfg(target_arch = "x86_64")]
     if isa.min(detected()) >= Isa::Avx2 {
         // SAFETY: AVX2 and BMI2 were detected on this CPU (every level from AVX2 up has them).
@@ -219,7 +226,7 @@ pub fn unpack_u16(data: &[u8], bits: u32, out: &mut [u16]) {
 
 /// [`unpack_u16`] at a given level.
 pub fn unpack_u16_at(isa: Isa, data: &[u8], bits: u32, out: &mut [u16]) {
-    check_unpack(data, bits, out.len(), 16);
+    check_unpack_from(data, bits, out.len(), 16);
     #[cfg(target_arch = "x86_64")]
     if isa.min(detected()) >= Isa::Avx2 {
         // SAFETY: AVX2 and BMI2 were detected on this CPU (every level from AVX2 up has them).

@@ -203,10 +203,7 @@ impl<'a> Part<'a> {
     fn unpack(&self, bits: u32, start: usize, out: &mut [u8]) {
         match *self {
             Part::Const(v) => out.fill(v as u8),
-            Part::Packed(b) => {
-                let a = start * bits as usize / 8;
-                simd::unpack_u8(&b[a..a + packed_len(out.len(), bits)], bits, out)
-            }
+            Part::Packed(b) => simd::unpack_u8(&b[start * bits as usize / 8..], bits, out),
             Part::Symbols(s) => {
                 let s = &s[start..start + out.len()];
                 for (o, &v) in out.iter_mut().zip(s) {
@@ -220,10 +217,7 @@ impl<'a> Part<'a> {
     fn unpack16(&self, bits: u32, start: usize, out: &mut [u16]) {
         match *self {
             Part::Const(v) => out.fill(v),
-            Part::Packed(b) => {
-                let a = start * bits as usize / 8;
-                simd::unpack_u16(&b[a..a + packed_len(out.len(), bits)], bits, out)
-            }
+            Part::Packed(b) => simd::unpack_u16(&b[start * bits as usize / 8..], bits, out),
             Part::Symbols(s) => out.copy_from_slice(&s[start..start + out.len()]),
         }
     }
