@@ -109,8 +109,6 @@ pub fn derive_at(isa: Isa, kind: Kind, src: Src, reference: &[u8], e0: usize, ou
     scalar::derive(kind, src, reference, e0, out)
 }
 
-static GATHER: AtomicU8 = AtomicU8::new(0);
-
 /// Whether this CPU's hardware gather (`vpgatherdd`) beats eight scalar loads in a latency-bound
 /// table-lookup loop: Intel's cores (one instruction of a few micro-ops; on an Intel Xeon with
 /// AVX-512 the lanes decoder runs 13% faster with it, `cargo bench --bench lanes`), not AMD's,
@@ -118,22 +116,17 @@ static GATHER: AtomicU8 = AtomicU8::new(0);
 /// loads; Zen 5 measured no faster). Detected once from the CPU's vendor; the bytes decoded are
 /// the same either way.
 pub fn fast_gather() -> bool {
-    match GATHER.load(Ordering::Relaxed) {
-        1 => false,
-        2 => true,
-        _ => {
-            #[cfg(target_arch = "x86_64")]
-            let fast = {
-                let id = std::arch::x86_64::__cpuid(0);
-                // "GenuineIntel", in the order EBX, EDX, ECX.
-                (id.ebx, id.edx, id.ecx) == (0x756E_6547, 0x4965_6E69, 0x6C65_746E)
-            };
-            #[cfg(not(target_arch = "x86_64"))]
-            let fast = false;
-            GATHER.store(1 + fast as u8, Ordering::Relaxed);
-            fast
+    static FAST: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *FAST.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let id = std::arch::x86_64::__cpuid(0);
+            // "GenuineIntel", in the order EBX, EDX, ECX.
+            (id.ebx, id.edx, id.ecx) == (0x756E_6547, 0x4965_6E69, 0x6C65_746E)
         }
-    }
+        #[cfg(not(target_arch = "x86_64"))]
+        false
+    })
 }
 
 /// Levels this CPU can run, lowest first (for tests and benchmarks).
@@ -507,29 +500,24 @@ pub trait PaletteWord: Copy + Default {
     unsafe fn avx2(p: &PaletteParts<Self>, out: &mut [Self]) -> Option<(usize, usize)>;
 }
 
-impl PaletteWord for u8 {
-    #[inline(always)]
-    fn add(self, other: u8, mask: u8) -> u8 {
-        self.wrapping_add(other) & mask
-    }
-    #[cfg(target_arch = "x86_64")]
-    unsafe fn avx2(p: &PaletteParts<u8>, out: &mut [u8]) -> Option<(usize, usize)> {
-        // SAFETY: the caller's promise.
-        unsafe { avx2::palette_u8(p, out) }
-    }
+/// `PaletteWord` for a word type and its AVX2 kernel.
+macro_rules! palette_word {
+    ($t:ty, $kernel:ident) => {
+        impl PaletteWord for $t {
+            #[inline(always)]
+            fn add(self, other: $t, mask: $t) -> $t {
+                self.wrapping_add(other) & mask
+            }
+            #[cfg(target_arch = "x86_64")]
+            unsafe fn avx2(p: &PaletteParts<$t>, out: &mut [$t]) -> Option<(usize, usize)> {
+                // SAFETY: the caller's promise.
+                unsafe { avx2::$kernel(p, out) }
+            }
+        }
+    };
 }
-
-impl PaletteWord for u16 {
-    #[inline(always)]
-    fn add(self, other: u16, mask: u16) -> u16 {
-        self.wrapping_add(other) & mask
-    }
-    #[cfg(target_arch = "x86_64")]
-    unsafe fn avx2(p: &PaletteParts<u16>, out: &mut [u16]) -> Option<(usize, usize)> {
-        // SAFETY: the caller's promise.
-        unsafe { avx2::palette_u16(p, out) }
-    }
-}
+palette_word!(u8, palette_u8);
+palette_word!(u16, palette_u16);
 
 /// The words of a palette's groups into `out` (`index.len()` words): group `j`'s distinct words
 /// are `low[j]` and the running sums of its `count[j]` gaps, and each word is the distinct word

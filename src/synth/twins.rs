@@ -110,9 +110,13 @@ fn with_children(p: &Node, kids: Vec<Option<Node>>) -> Option<Node> {
     Some(Node::new(p.op.clone(), children))
 }
 
+/// Whether `c` is an entropy-coded leaf.
+fn coded(c: &Node) -> bool {
+    matches!(c.op, Op::Lanes(_) | Op::Huffman(_) | Op::Rans(_))
+}
+
 /// `p` with the entropy-coded sign part of each `fields` raw; None when nothing changes.
 pub(super) fn raw_sign_twin(p: &Node) -> Option<Node> {
-    let coded = |c: &Node| matches!(c.op, Op::Lanes(_) | Op::Huffman(_) | Op::Rans(_));
     let kids: Vec<Option<Node>> = p
         .children
         .iter()
@@ -177,7 +181,6 @@ pub const WIDER_HEAD: u32 = 2;
 /// an 80%-pruned MiniLM's word embeddings: 2.5 KB smaller with 5 mantissa bits in the head than
 /// with the screen's 3). None when nothing changes.
 pub(super) fn wider_head_twin(p: &Node) -> Option<Node> {
-    let coded = |c: &Node| matches!(c.op, Op::Lanes(_) | Op::Huffman(_) | Op::Rans(_));
     if let Op::Fields(f) = &p.op {
         let most = *super::grammar::field_ks(f.exp, f.mant).end();
         let k = (f.k + WIDER_HEAD).min(most);
