@@ -183,7 +183,11 @@ fn python_venv() -> Result<PathBuf, String> {
     }
     step(
         "pip install",
-        Command::new(&python).args(["-m", "pip", "install", "-q", "--upgrade"]).args(python_requirements()),
+        // No pip cache: torch and its CUDA wheels are about 5 GB installed, and a second copy in the
+        // cache can fill a CI machine's disk.
+        Command::new(&python)
+            .args(["-m", "pip", "install", "-q", "--no-cache-dir", "--upgrade"])
+            .args(python_requirements()),
     )?;
     std::fs::write(&marker, wanted).unwrap();
     Ok(python)
