@@ -318,10 +318,12 @@ pub fn kind(t: &TensorView, min_elems: usize) -> Option<String> {
     Some(format!("{}|{:?}|{}|{:?}", f.dtype, t.shape, t.word_bits, f.role))
 }
 
-/// Picks the program for a tensor among `candidates` (the finalists of a tensor of the same
-/// kind) by exact encoded size on its own sample, without a search; the same checks as `choose`
-/// (generators first, the winner must apply to the whole tensor). Falls back to `choose` when
-/// no candidate applies.
+/// Picks the program for a tensor among `candidates` (the finalists and twins of a tensor of
+/// the same kind, as it ranked them) by exact encoded size on its own sample, without a search;
+/// the same checks as `choose` (generators first, the winner must apply to the whole tensor).
+/// The first `2 * finalists` candidates are compared: a later layer's data often favours the
+/// earlier one's runner-up (on a pruned MiniLM, another context for the zero mask of most
+/// `output.dense` weights). Falls back to `choose` when no candidate applies.
 pub fn choose_among(t: &TensorView, opts: &SearchOptions, candidates: &[Node]) -> Result<Choice> {
     let ty = Ty::u(t.word_bits);
     let n = match whole_elems(t) {
@@ -334,7 +336,7 @@ pub fn choose_among(t: &TensorView, opts: &SearchOptions, candidates: &[Node]) -
     let started = std::time::Instant::now();
     let want = opts.sample_elems.min(opts.chunk_elems).max(1);
     let sample = read_sample(&t.bytes, ty, &sample_positions(n, want, block_align(t)))?;
-    let candidates = &candidates[..candidates.len().min(opts.finalists.max(1))];
+    let candidates = &candidates[..candidates.len().min(2 * opts.finalists.max(1))];
     let mut ranked = rank(candidates.iter().collect(), &sample, None, opts.decode_weight);
     ranked.sort();
     let programs: Vec<&Node> = candidates.iter().collect();

@@ -358,3 +358,18 @@ fn slow_winner_is_checked_over_the_whole_tensor() {
     assert_eq!(first(&noise, &SearchOptions { decode_weight: 0.0, ..opts.clone() }), 0);
     assert_eq!(first(&noise, &SearchOptions { sample_elems: n / 4, ..opts.clone() }), 0);
 }
+
+/// A tensor of the same kind as an earlier one compares twice as many of that tensor's ranked
+/// programs as the level keeps finalists: a runner-up (here the third) can win on its data, one
+/// ranked further down is not tried.
+#[test]
+fn reuse_compares_twice_the_finalists() {
+    let (dt, n) = (DType::U8, 1usize << 16);
+    let shape = [n as u64];
+    let skewed = random_bytes(5, n, 3);
+    let t = TensorView { name: "w", dtype: &dt, shape: &shape, word_bits: 8, bytes: (&skewed).into(), reference: None };
+    let opts = SearchOptions { finalists: 2, ..SearchOptions::new(n) };
+    let pick = |candidates: &[Node]| choose_among(&t, &opts, candidates).unwrap().program;
+    assert_eq!(pick(&[raw(), raw(), rans()]), rans(), "the runner-up that is smaller on this tensor");
+    assert_eq!(pick(&[raw(), raw(), raw(), raw(), rans()]), raw(), "the fifth is past twice the finalists");
+}
