@@ -17,6 +17,38 @@ pub fn channel_len(shape: &[u64]) -> Option<u64> {
     }
 }
 
+/// Most channels apart that [`channel_lag`] looks.
+const MAX_LAG_CHANNELS: u64 = 8;
+
+/// A period of several channels at which the words' top bits (the top byte: sign and exponent)
+/// repeat clearly more often than one channel or one word back, found on the screen `s` (a few
+/// contiguous runs of the tensor): the x, y and z rows of a landmark head's kernel, three
+/// channels apart, share their scales. The lag of 2 to 8 channels whose top bytes match most
+/// often wins if they match at least a quarter more often than one channel and one word back;
+/// None otherwise.
+pub fn channel_lag(s: &crate::dsl::stream::Stream, channel: u64) -> Option<u64> {
+    let n = s.len();
+    let top = s.ty.bits.saturating_sub(8);
+    let rate = |d: usize| -> f64 {
+        let m = (d..n).filter(|&i| s.get(i) >> top == s.get(i - d) >> top).count();
+        m as f64 / (n - d) as f64
+    };
+    if channel < 2 || 2 * channel as usize >= n / 2 {
+        return None;
+    }
+    let base = rate(1).max(rate(channel as usize));
+    (2..=MAX_LAG_CHANNELS)
+        .map(|k| k * channel)
+        .filter(|&d| (d as usize) < n / 2)
+        .map(|d| (rate(d as usize), d))
+        .fold(None, |best: Option<(f64, u64)>, (r, d)| match best {
+            Some((b, _)) if b >= r => best,
+            _ => Some((r, d)),
+        })
+        .filter(|&(r, _)| r >= 1.25 * base)
+        .map(|(_, d)| d)
+}
+
 /// What a tensor is for, as far as generic words in its name tell.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Role {

@@ -34,6 +34,10 @@ pub struct TensorCtx {
     pub channel: Option<u64>,
     /// The last dimension, when it differs from the channel length (`rans(back row)`).
     pub row: Option<u64>,
+    /// A period of several channels at which the words repeat their scales clearly better than
+    /// one channel back (`features::channel_lag`): offered as a `back` context beside the
+    /// channel's, under its label (it is the stride the channel's would have been).
+    pub lag: Option<u64>,
     /// With a reference: the bits of the reference word that `rans(ref)` conditions on.
     pub ref_ctx: Option<(u8, u8)>,
     pub zstd_level: i32,
@@ -91,7 +95,7 @@ pub fn label_of(op: &Op, t: &TensorCtx) -> String {
         Op::Rans(r) => match r.ctx {
             LeafCtx::None => "rans".into(),
             LeafCtx::Back(1) => "rans(prev)".into(),
-            LeafCtx::Back(d) if Some(d) == t.channel => "rans(back ch)".into(),
+            LeafCtx::Back(d) if Some(d) == t.channel || Some(d) == t.lag => "rans(back ch)".into(),
             LeafCtx::Back(d) if Some(d) == t.row => "rans(back row)".into(),
             LeafCtx::Back(_) => "rans(back)".into(),
             LeafCtx::Side(j) => format!("rans(side{j})"),
@@ -100,7 +104,7 @@ pub fn label_of(op: &Op, t: &TensorCtx) -> String {
         },
         Op::Huffman(_) => "huffman".into(),
         Op::Lanes(Lanes { ctx: LanesCtx::Interleaved(coder::lanes::Ctx::Back(d)) }) => match Some(*d as u64) {
-            c if c == t.channel => "lanes(back ch)".into(),
+            c if c == t.channel || c == t.lag => "lanes(back ch)".into(),
             r if r == t.row => "lanes(back row)".into(),
             _ => "lanes(back)".into(),
         },
@@ -182,6 +186,9 @@ fn entropy_leaves(t: &TensorCtx, hole: &HoleView, push: &mut impl FnMut(Op)) {
         if let Some(r) = t.row.filter(|&r| (r as usize) < n) {
             push(rans(LeafCtx::Back(r)));
         }
+        if let Some(l) = t.lag.filter(|&l| (l as usize) < n) {
+            push(rans(LeafCtx::Back(l)));
+        }
     }
     for (j, s) in hole.siblings.iter().enumerate() {
         if (1..=16).contains(&s.ty.bits) && s.len() == n && j < 254 {
@@ -204,7 +211,8 @@ fn entropy_leaves(t: &TensorCtx, hole: &HoleView, push: &mut impl FnMut(Op)) {
         // The word one channel or one row back, when it is of the same lane.
         if hole.aligned {
             let lanes = coder::lanes::LANES as u64;
-            let mut backs: Vec<u64> = [t.channel, t.row].into_iter().flatten().collect();
+            let mut backs: Vec<u64> = [t.channel, t.row, t.lag].into_iter().flatten().collect();
+            backs.sort_unstable();
             backs.dedup();
             for d in backs {
                 if d > lanes && d % lanes == 0 && (d as usize) < n && d <= coder::lanes::MAX_BACK as u64 {

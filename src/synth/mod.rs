@@ -284,6 +284,7 @@ fn tensor_ctx(t: &TensorView, has_ref: bool, opts: &SearchOptions) -> TensorCtx 
         signed: t.dtype.is_signed_int() && t.dtype.bits() == Some(w),
         channel,
         row,
+        lag: None,
         ref_ctx,
         zstd_level: if t.bytes.len() <= 1 << 20 { 19 } else { opts.zstd_large },
         zstd_palette: opts.zstd_palette,
@@ -606,7 +607,9 @@ fn choose_traced(t: &TensorView, opts: &SearchOptions) -> Result<(Choice, Deriva
     }
     let rsample = reference.as_ref().map(|r| read_sample(r, ty, &positions)).transpose()?;
     let (screen, rscreen) = screens(&sample, rsample.as_ref(), opts.screen_elems, block_align(t));
-    let tctx = tensor_ctx(t, reference.is_some(), opts);
+    let mut tctx = tensor_ctx(t, reference.is_some(), opts);
+    // (Not in the bytes of quantization blocks: the channel counts elements, not bytes.)
+    tctx.lag = tctx.channel.filter(|_| tctx.blocks.is_none()).and_then(|c| features::channel_lag(&screen, c));
     let mut s = search::Search::new(&tctx, &opts.prior, screen.clone(), rscreen);
     s.run(opts.budget, opts.patience);
     let found = s.results(opts.finalists.max(1), true);
@@ -617,6 +620,11 @@ fn choose_traced(t: &TensorView, opts: &SearchOptions) -> Result<(Choice, Deriva
 
     let mut found = found;
     twins::add(&mut found, opts);
+    // The words as they are compete too: a search that a prior steers badly (a small tensor of
+    // a kind the prior has not seen) can keep only finalists larger than the tensor.
+    if !found.iter().any(|f| f.program == raw()) {
+        found.push(search::Found { bytes: usize::MAX, exact: false, program: raw(), derivation: Vec::new() });
+    }
     // Exact sizes on the full sample (already exact when the screen is the whole sample).
     let mut ranked: Vec<(usize, usize)> = if sample.len() > screen.len() || found.iter().any(|f| !f.exact) {
         if let Some(st) = &opts.stats {

@@ -638,6 +638,7 @@ mod tests {
             signed: false,
             channel: Some(64),
             row: None,
+            lag: None,
             ref_ctx: None,
             zstd_level: 3,
             zstd_palette: 3,

@@ -373,3 +373,37 @@ fn reuse_compares_twice_the_finalists() {
     assert_eq!(pick(&[raw(), raw(), rans()]), rans(), "the runner-up that is smaller on this tensor");
     assert_eq!(pick(&[raw(), raw(), raw(), raw(), rans()]), raw(), "the fifth is past twice the finalists");
 }
+
+/// Rows of `ch` words in groups of three (a landmark head's x, y and z rows): each word's top
+/// byte is its column's scale for the row's coordinate, give or take a little (so that LZ finds
+/// no repeats), so rows three apart share it, and the low byte is noise.
+fn xyz_rows(ch: usize, rows: usize, seed: u64) -> Vec<u8> {
+    let scales: Vec<u8> = random_bytes(seed, 3 * ch, 7).iter().map(|s| 4 * s).collect();
+    let (noise, jitter) = (random_bytes(seed + 1, ch * rows, 0xff), random_bytes(seed + 2, ch * rows, 3));
+    (0..ch * rows).flat_map(|i| [noise[i], scales[(i / ch) % 3 * ch + i % ch] + jitter[i]]).collect()
+}
+
+/// `channel_lag` finds the period of three channels, and nothing in noise or where one
+/// channel back is as good.
+#[test]
+fn channel_lag_finds_rows_three_apart() {
+    let ch = 64;
+    let stream = |b: &[u8]| Stream::from_le_bytes(Ty::u(16), b).unwrap();
+    assert_eq!(features::channel_lag(&stream(&xyz_rows(ch, 128, 3)), ch as u64), Some(3 * ch as u64));
+    assert_eq!(features::channel_lag(&stream(&random_bytes(4, 2 * ch * 128, 0xff)), ch as u64), None);
+    // The same scale in every row: one channel back predicts as well as three.
+    let same: Vec<u8> = xyz_rows(ch, 128, 5).chunks(2).enumerate().flat_map(|(i, w)| [w[0], (i % ch) as u8]).collect();
+    assert_eq!(features::channel_lag(&stream(&same), ch as u64), None);
+}
+
+/// The search offers the lag as a `back` context: on rows three apart it codes the top bytes
+/// against the row three back.
+#[test]
+fn the_search_codes_against_the_lag() {
+    let (dt, ch, rows) = (DType::F16, 64usize, 1024usize);
+    let shape = [rows as u64, ch as u64];
+    let data = xyz_rows(ch, rows, 9);
+    let t = TensorView { name: "w", dtype: &dt, shape: &shape, word_bits: 16, bytes: (&data).into(), reference: None };
+    let p = choose(&t, &SearchOptions::new(rows * ch)).unwrap().program.to_string();
+    assert!(p.contains(&format!("back {}", 3 * ch)), "{p}");
+}
