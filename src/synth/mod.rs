@@ -619,7 +619,7 @@ fn choose_traced(t: &TensorView, opts: &SearchOptions) -> Result<(Choice, Deriva
     drop(s);
 
     let mut found = found;
-    twins::add(&mut found, opts);
+    twins::add(&mut found, opts, (sample.len() == n).then_some(n));
     // The words as they are compete too: a search that a prior steers badly (a small tensor of
     // a kind the prior has not seen) can keep only finalists larger than the tensor.
     if !found.iter().any(|f| f.program == raw()) {

@@ -3,7 +3,7 @@
 //! results are never worse than this list's on the same sample.
 
 use super::features::channel_len;
-use super::twins::{fast_twin, raw_sign_twin, wider_head_twin, WIDER_HEAD};
+use super::twins::{fast_twin, lz_twin, raw_sign_twin, wider_head_twin, WIDER_HEAD};
 use super::*;
 use crate::dsl::ops::maps::Map;
 
@@ -239,6 +239,21 @@ fn first_release_candidates_are_derivable() {
             assert!(derivable(&t, &c, DEFAULT_DEPTH), "{}: {c} is not derivable", dt.name());
         }
     }
+}
+
+/// The LZ twin codes the entropy-coded head of a root float or byte split with `zstd(19)`, and
+/// leaves other programs alone.
+#[test]
+fn lz_twins() {
+    let twin = |p: Node| lz_twin(&p).map(|t| t.to_string());
+    assert_eq!(
+        twin(fields(5, 10, 1, [huffman(), raw(), raw()])),
+        Some(fields(5, 10, 1, [zstd(19), raw(), raw()]).to_string())
+    );
+    assert_eq!(twin(byteplanes(vec![lanes(), raw()])), Some(byteplanes(vec![zstd(19), raw()]).to_string()));
+    assert_eq!(twin(fields(5, 10, 1, [raw(), huffman(), raw()])), None);
+    assert_eq!(twin(byteplanes(vec![zstd(19), raw()])), None);
+    assert_eq!(twin(rans()), None);
 }
 
 /// The fast twin swaps each entropy leaf for the `lanes` leaf of the same context, and leaves

@@ -6,8 +6,14 @@ use super::{search, SearchOptions};
 use crate::dsl::build::*;
 use crate::dsl::{Node, Op};
 
-/// Adds the twins of `found`'s programs that `opts` prices.
-pub(super) fn add(found: &mut Vec<search::Found>, opts: &SearchOptions) {
+/// Tensors of at most this many words, sampled whole, also try the LZ twin: zstd at level 19
+/// over more costs more compression time than the rare win is worth, and an LZ coder's size on
+/// a sample of blocks says little about its size on the whole tensor.
+pub const LZ_TWIN_MAX: usize = 1 << 14;
+
+/// Adds the twins of `found`'s programs that `opts` prices (`whole`: the tensor's words, when
+/// they are all in the sample the twins are ranked on).
+pub(super) fn add(found: &mut Vec<search::Found>, opts: &SearchOptions, whole: Option<usize>) {
     // Where decode time is priced, each finalist's fast twin competes too: the screen is too
     // short for the tables of the fast leaf to pay, so the search rarely keeps it. And so does
     // each one's twin with a raw sign, which the screen's noise can hide: a sign plane's context
@@ -28,6 +34,25 @@ pub(super) fn add(found: &mut Vec<search::Found>, opts: &SearchOptions) {
     // The packed twin of a block split competes too: on the screen, the table of a byte
     // alphabet weighs more than it does on a whole chunk.
     add_twin(found, packed_twin);
+    // On a small tensor, so does the twin whose float or byte split codes its head by LZ.
+    if whole.is_some_and(|n| n <= LZ_TWIN_MAX) {
+        add_twin(found, lz_twin);
+    }
+}
+
+/// `p` (a `byteplanes` or `fields` root whose head is an entropy leaf) with its head coded by
+/// `zstd(19)`: the high bytes of a small depthwise kernel repeat across its channels in runs
+/// that an LZ coder copies at no table cost (MediaPipe's palm detector: 10,257 bytes for a
+/// 5x5x256 fp16 kernel that the best entropy head took 10,717 for). None otherwise.
+pub(super) fn lz_twin(p: &Node) -> Option<Node> {
+    match &p.op {
+        Op::BytePlanes(_) | Op::Fields(_) if p.children.first().is_some_and(coded) => {
+            let mut children = p.children.clone();
+            children[0] = zstd(19);
+            Some(Node::new(p.op.clone(), children))
+        }
+        _ => None,
+    }
 }
 
 /// Adds to `found` the `twin` of each of its programs that has one and is not there yet (to be
