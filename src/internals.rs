@@ -14,8 +14,8 @@ pub mod coder {
 /// The archive layout: header, index, chunks, footer.
 pub mod container {
     pub use crate::container::{
-        header_model, write_archive, Index, TensorEntry, END_MAGIC, FOOTER_LEN, HEADER_LEN, MAGIC, MAX_CHUNK_BYTES,
-        MAX_META_BYTES, META_DICT, VERSION,
+        header_model, short_check, write_archive, Index, TensorEntry, END_MAGIC, FOOTER_LEN, HEADER_LEN, MAGIC,
+        MAX_CHUNK_BYTES, MAX_META_BYTES, META_DICT, SHORT_CHECK_BYTES, VERSION,
     };
 }
 

@@ -161,6 +161,7 @@ enum Field {
     /// A varint length, count, size or offset, with what it is.
     Varint(String, u64),
     U8(u8),
+    U32(u32),
     U64(u64),
     Bytes(Vec<u8>),
 }
@@ -178,6 +179,7 @@ fn meta_bytes(meta: &[Field]) -> Vec<u8> {
         match f {
             Field::Varint(_, v) => put_varint(&mut out, *v),
             Field::U8(b) => out.push(*b),
+            Field::U32(v) => out.extend(v.to_le_bytes()),
             Field::U64(v) => out.extend(v.to_le_bytes()),
             Field::Bytes(b) => out.extend(b),
         }
@@ -316,7 +318,12 @@ fn build() -> (Vec<u8>, Parts, String) {
             let mut out = Vec::new();
             program.encode(&Stream::from_le_bytes(Ty::u(word_bits), chunk).unwrap(), &[], &mut out).unwrap();
             meta.push(Field::Varint(format!("{name}: chunk {c} length"), out.len() as u64));
-            meta.push(Field::U64(xxh3_64(chunk)));
+            // Format version 13: a chunk of at most 64 KiB stores the low half of its hash.
+            let elems = (chunk.len() / (word_bits as usize / 8)) as u64;
+            meta.push(match container::short_check(container::VERSION, word_bits, elems) {
+                true => Field::U32(xxh3_64(chunk) as u32),
+                false => Field::U64(xxh3_64(chunk)),
+            });
             payload.extend(out);
         }
     };

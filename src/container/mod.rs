@@ -22,7 +22,7 @@ pub use writer::{write_archive, Writer};
 pub const MAGIC: [u8; 8] = *b"\x89BRV\r\n\x1a\n";
 pub const END_MAGIC: [u8; 8] = *b"BRVINDEX";
 /// Format version written by this build.
-pub const VERSION: u16 = 12;
+pub const VERSION: u16 = 13;
 /// Oldest format version this build reads.
 pub const MIN_VERSION: u16 = 1;
 pub const HEADER_LEN: usize = 16;
@@ -52,14 +52,26 @@ fn zstd_decode_dict(input: &[u8], n: usize) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// From format version 13, a chunk of at most this many original bytes stores the low 32 bits
+/// of its xxh3-64 (FORMAT.md, Checksums): on a small model's many small tensors the full 8 bytes
+/// were most of the index.
+pub const SHORT_CHECK_BYTES: u64 = 1 << 16;
+
+/// Whether a chunk of `elems` words of `word_bits` bits stores a 32-bit checksum in format
+/// `version`.
+pub fn short_check(version: u16, word_bits: u32, elems: u64) -> bool {
+    version >= 13 && elems.saturating_mul(word_bits as u64 / 8) <= SHORT_CHECK_BYTES
+}
+
 #[derive(Clone, Debug)]
 pub struct ChunkEntry {
     /// Offset of the payload in the archive.
     pub offset: u64,
     pub len: u64,
     pub elems: u64,
-    /// xxh3-64 of the chunk's original bytes; None for programs that read no payload
-    /// (generators and copies), which the index checksum already covers.
+    /// xxh3-64 of the chunk's original bytes (its low 32 bits where [`short_check`]); None for
+    /// programs that read no payload (generators and copies), which the index checksum already
+    /// covers. [`Index::chunk_ok`] compares it.
     pub checksum: Option<u64>,
 }
 
@@ -111,6 +123,19 @@ impl TensorEntry {
     pub fn word_bytes(&self) -> u64 {
         self.word_bits as u64 / 8
     }
+}
+
+/// The index record of a chunk of `n` words whose payload starts at `pos` (before `data_end`):
+/// its length and checksum where the program reads payload (`payload`: the format version and
+/// word width, which say how wide the checksum is), else an empty chunk.
+fn read_chunk(r: &mut ByteReader, payload: Option<(u16, u32)>, n: u64, pos: u64, data_end: u64) -> Result<ChunkEntry> {
+    let (len, checksum) = match payload {
+        Some((version, word_bits)) if short_check(version, word_bits, n) => (r.varint()?, Some(r.u32_le()? as u64)),
+        Some(_) => (r.varint()?, Some(r.u64_le()?)),
+        None => (0, None),
+    };
+    pos.checked_add(len).filter(|&p| p <= data_end).ok_or_else(|| Error::corrupt("chunk out of range"))?;
+    Ok(ChunkEntry { offset: pos, len, elems: n, checksum })
 }
 
 /// Chunk element counts of a tensor of `elems` elements.
@@ -189,6 +214,18 @@ fn read_records(r: &mut ByteReader) -> Result<Option<FileMeta>> {
 }
 
 impl Index {
+    /// Whether `bytes` are what chunk `c` of tensor `t` checks against: its stored xxh3-64, or
+    /// that hash's low 32 bits where the chunk stores a short one ([`short_check`]). Chunks
+    /// without a checksum always pass.
+    pub fn chunk_ok(&self, t: usize, c: usize, bytes: &[u8]) -> bool {
+        let te = &self.tensors[t];
+        let ch = &te.chunks[c];
+        ch.checksum.is_none_or(|h| {
+            let full = xxh3_64(bytes);
+            h == if short_check(self.version, te.word_bits, ch.elems) { full & 0xFFFF_FFFF } else { full }
+        })
+    }
+
     /// The original byte ranges outside all tensors, in order.
     pub fn residue_spans(&self) -> Vec<(u64, u64)> {
         let mut spans = Vec::new();
@@ -259,7 +296,12 @@ impl Index {
             if t.program.reads_payload() {
                 for c in &t.chunks {
                     put_varint(out, c.len);
-                    out.extend_from_slice(&c.checksum.unwrap_or(0).to_le_bytes());
+                    let h = c.checksum.unwrap_or(0);
+                    if short_check(self.version, t.word_bits, c.elems) {
+                        out.extend_from_slice(&(h as u32).to_le_bytes());
+                    } else {
+                        out.extend_from_slice(&h.to_le_bytes());
+                    }
                 }
             }
         }
@@ -346,19 +388,16 @@ impl Index {
             entries_left = entries_left
                 .checked_sub(nchunks)
                 .ok_or_else(|| Error::Limit(format!("tensor {name:?}: {nchunks} chunks exceed the memory limit")))?;
-            // A payload-bearing chunk takes at least 9 index bytes.
-            if payload && nchunks > r.remaining() as u64 / 9 {
+            // A payload-bearing chunk takes at least 5 index bytes (9 before version 13).
+            let least = if version >= 13 { 5 } else { 9 };
+            if payload && nchunks > r.remaining() as u64 / least {
                 return Err(Error::corrupt(format!("tensor {name:?}: more chunks than the index holds")));
             }
             let mut chunks = Vec::with_capacity(if payload { nchunks as usize } else { 0 });
             for n in chunk_sizes(elems, chunk_elems) {
-                let (len, checksum) = if payload { (r.varint()?, Some(r.u64_le()?)) } else { (0, None) };
-                let offset = pos;
-                pos = pos
-                    .checked_add(len)
-                    .filter(|&p| p <= data_end)
-                    .ok_or_else(|| Error::corrupt("chunk out of range"))?;
-                chunks.push(ChunkEntry { offset, len, elems: n, checksum });
+                let c = read_chunk(&mut r, payload.then_some((version, word_bits)), n, pos, data_end)?;
+                pos = c.offset + c.len;
+                chunks.push(c);
             }
             tensors.push(TensorEntry {
                 name,
@@ -490,7 +529,7 @@ pub fn decode_chunk(
             write_stream(&s, out)?;
         }
     }
-    if check && tensor.chunks[c].checksum.is_some_and(|h| h != xxh3_64(out)) {
+    if check && !index.chunk_ok(t, c, out) {
         return Err(Error::Checksum(format!("tensor {:?}, chunk {c}", tensor.name)));
     }
     Ok(())
@@ -527,10 +566,8 @@ fn chunk_stream(
         let s = chunk_stream(archive, index, src, c, depth + 1, refs, None)?
             .ok_or_else(|| Error::corrupt("copy: source tensor not decoded"))?;
         // The source's own checksum covers the copy too.
-        if let Some(h) = st.chunks[c].checksum {
-            if xxh3_64(&s.to_le_bytes()) != h {
-                return Err(Error::Checksum(format!("tensor {:?}, chunk {c} (copied by {:?})", st.name, tensor.name)));
-            }
+        if !index.chunk_ok(src, c, &s.to_le_bytes()) {
+            return Err(Error::Checksum(format!("tensor {:?}, chunk {c} (copied by {:?})", st.name, tensor.name)));
         }
         Ok(s)
     };

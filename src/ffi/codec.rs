@@ -537,7 +537,7 @@ mod tests {
 
     #[test]
     fn past_the_bound_the_raw_archive_takes_over() {
-        let input = Rng(5).bytes(6000);
+        let input = Rng(5).bytes(12_000);
         let tiny = Options { chunk_bytes: 1, threads: 1, ..Options::default() };
         let bound = brevis_compress_bound(input.len());
         assert!(crate::api::compress(&input, &tiny).unwrap().len() > bound, "one-byte chunks should exceed the bound");
