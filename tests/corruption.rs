@@ -730,3 +730,41 @@ fn forged_derivations_are_errors() {
     let forged = forge(&archive, |index, _| index.tensors[0].program.op = Op::Derive(Derive { kind: Kind::Q8_0 }));
     assert!(Archive::open(&forged).is_err());
 }
+
+/// Format version 13: a chunk of at most 64 KiB keeps the low 32 bits of its hash, a larger one
+/// all 64; a flip of a stored bit fails that chunk's check either way, and the high half of a
+/// short chunk's hash is not stored at all.
+#[test]
+fn short_and_long_chunk_checksums() {
+    let mut rng = Rng(9);
+    let f = file(
+        &[
+            tensor("small.weight", "F16", &[1000], data_for("F16", 1000, &mut rng, true)),
+            tensor("large.weight", "F16", &[40_000], data_for("F16", 40_000, &mut rng, true)),
+        ],
+        None,
+    );
+    let archive = brevis::compress(&f, &Options::default().with_threads(1)).unwrap();
+    let a = Archive::open(&archive).unwrap();
+    let ix = brevis::internals::index(&a).clone();
+    let (small, large) = (&ix.tensors[0].chunks[0], &ix.tensors[1].chunks[0]);
+    assert!(
+        container::short_check(ix.version, 16, small.elems) && !container::short_check(ix.version, 16, large.elems)
+    );
+    assert_eq!(small.checksum, Some(xxh3_64(&f[f.len() - 82_000..f.len() - 80_000]) & 0xFFFF_FFFF));
+    assert_eq!(large.checksum, Some(xxh3_64(&f[f.len() - 80_000..])));
+    let flip = |t: usize, bit: u32| {
+        forge(&archive, |ix, _| {
+            ix.tensors[t].chunks[0].checksum = ix.tensors[t].chunks[0].checksum.map(|h| h ^ 1 << bit)
+        })
+    };
+    assert_eq!(flip(0, 40), archive, "a short chunk stores no high half");
+    for (t, bit) in [(0, 0), (0, 31), (1, 0), (1, 40), (1, 63)] {
+        let forged = flip(t, bit);
+        let r = Archive::open(&forged).unwrap().decode_tensor(t);
+        assert!(matches!(&r, Err(Error::Checksum(m)) if m.contains("chunk 0")), "tensor {t}, bit {bit}: {r:?}");
+        // Without `verify`, a whole-file decode checks each chunk (with it, the whole file's
+        // hash covers the intact bytes: a forged chunk checksum is benign there).
+        assert!(brevis::decompress_with(&forged, &one_thread(false)).is_err(), "tensor {t}, bit {bit}");
+    }
+}
