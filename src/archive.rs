@@ -577,8 +577,6 @@ impl<'a> Archive<'a> {
         Ok(size)
     }
 
-    /// The pieces of the original in file order, once the archive can be decoded whole (a
-    /// reference it needs has been supplied).
     /// The error of a whole-file decode into `out` (memory, or the file as written) whose
     /// checksum failed: the first chunk whose own checksum fails, else the whole file's.
     fn damaged_chunk(&self, pieces: &[Piece], out: &Bytes) -> Error {
@@ -602,6 +600,8 @@ impl<'a> Archive<'a> {
         Error::Checksum("whole file".into())
     }
 
+    /// The pieces of the original in file order, once the archive can be decoded whole (a
+    /// reference it needs has been supplied).
     fn pieces(&self) -> Result<Vec<Piece>> {
         if self.reference.is_none() {
             if let Some(e) = reference::missing(&self.index) {
