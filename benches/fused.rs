@@ -51,7 +51,7 @@ fn pair(g: &mut criterion::BenchmarkGroup<criterion::measurement::WallTime>, nam
     g.throughput(Throughput::Bytes(bytes.len() as u64));
     let mut out = vec![0u8; bytes.len()];
     g.bench_function(BenchmarkId::new("fused", name), |b| {
-        b.iter(|| fused::decode_into(p, ty, &mut ByteReader::new(&payload), &mut out).unwrap())
+        b.iter(|| fused::decode_into(p, ty, &mut ByteReader::new(&payload), &mut out, None).unwrap())
     });
     assert_eq!(out, bytes);
     g.bench_function(BenchmarkId::new("interpreter", name), |b| {

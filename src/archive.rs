@@ -276,7 +276,11 @@ impl<'a> Archive<'a> {
             rest = b;
         }
         // One chunk per job: see `decompress_into`.
-        parts.into_par_iter().enumerate().with_max_len(1).try_for_each(|(c, buf)| self.decode_chunk(i, c, buf, true))
+        parts
+            .into_par_iter()
+            .enumerate()
+            .with_max_len(1)
+            .try_for_each(|(c, buf)| self.decode_chunk(i, c, buf, true, None))
     }
 
     /// Decodes one tensor into a new buffer (at most the memory limit).
@@ -405,11 +409,11 @@ impl<'a> Archive<'a> {
                     work::populate(buf);
                 }
                 // The whole-file checksum covers this chunk: its own is checked only if that fails.
-                self.decode_chunk(t, c, buf, !opts.verify)?;
-                if !s.is_empty() {
-                    hash::piece_sums(buf, at, len, s);
-                    h.fill(true);
-                }
+                // Its checksum blocks are summed as the writer passes them, in cache.
+                let mut trail = (!s.is_empty()).then(|| hash::Trail::new(at, buf.len(), len, s));
+                let summed = trail.is_some();
+                self.decode_chunk(t, c, buf, !opts.verify, trail.as_mut())?;
+                h.fill(summed);
                 Ok::<(), Error>(())
             })
         })?;
@@ -451,7 +455,7 @@ impl<'a> Archive<'a> {
                 chunks.par_iter().zip(&mut bufs[..chunks.len()]).with_max_len(1).try_for_each(|(&(t, c, len), buf)| {
                     // Every byte is written by the decoder: what is reused needs no clearing.
                     buf.resize(len, 0);
-                    self.decode_chunk(t, c, &mut buf[..len], !opts.verify)
+                    self.decode_chunk(t, c, &mut buf[..len], !opts.verify, None)
                 })
             })?;
             Ok(bufs)
@@ -541,14 +545,12 @@ impl<'a> Archive<'a> {
             let mut buf = BUF.take();
             // Every byte is written by the decoder: what is reused needs no clearing.
             buf.resize(n, 0);
+            let mut sums = vec![[0u64; 8]; if opts.verify { hash::blocks_in(at, at + n, len).len() } else { 0 }];
+            // The checksum blocks are summed as the writer passes them, in cache.
+            let mut trail = opts.verify.then(|| hash::Trail::new(at, n, len, &mut sums));
             let r = self
-                .decode_chunk(t, c, &mut buf[..n], !opts.verify)
+                .decode_chunk(t, c, &mut buf[..n], !opts.verify, trail.as_mut())
                 .and_then(|()| write_all_at(file, &buf[..n], at as u64));
-            let mut sums = Vec::new();
-            if r.is_ok() && opts.verify {
-                sums.resize(hash::blocks_in(at, at + n, len).len(), [0u64; 8]);
-                hash::piece_sums(&buf[..n], at, len, &mut sums);
-            }
             BUF.set(buf);
             if let Some(p) = &opts.progress {
                 p.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
@@ -631,7 +633,14 @@ impl<'a> Archive<'a> {
     /// Decodes chunk `c` of tensor `t` into `buf`; `check`: verify the chunk's checksum (a
     /// whole-file decode that verifies the whole file's checksum leaves it to that, which covers
     /// every byte, and looks for the damaged chunk only when it fails: [`Archive::damaged_chunk`]).
-    fn decode_chunk(&self, t: usize, c: usize, buf: &mut [u8], check: bool) -> Result<()> {
+    fn decode_chunk(
+        &self,
+        t: usize,
+        c: usize,
+        buf: &mut [u8],
+        check: bool,
+        trail: Option<&mut hash::Trail>,
+    ) -> Result<()> {
         let refs = |te: &TensorEntry, c: usize| -> Result<dsl::Stream> {
             let r = self.reference.as_ref().ok_or_else(|| {
                 reference::missing(&self.index)
@@ -655,7 +664,7 @@ impl<'a> Archive<'a> {
             }
             bytes.with_read(start, start + len, |part| dsl::Stream::from_le_bytes(dsl::Ty::u(te.word_bits), part))?
         };
-        container::decode_chunk(self.bytes, &self.index, t, c, buf, Some(&refs), check)
+        container::decode_chunk(self.bytes, &self.index, t, c, buf, Some(&refs), check, trail)
     }
 }
 

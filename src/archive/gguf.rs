@@ -128,7 +128,7 @@ impl Archive<'_> {
                     return Ok(out);
                 }
                 let mut buf = vec![0u8; (ce.elems * te.word_bytes()) as usize];
-                self.decode_chunk(t, c, &mut buf, true)?;
+                self.decode_chunk(t, c, &mut buf, true, None)?;
                 push(&mut out, &buf);
             }
             pos = te.offset + te.nbytes;

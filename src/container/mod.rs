@@ -10,7 +10,7 @@ use crate::coder::bitio::{put_bytes, put_varint, ByteReader};
 use crate::dsl::{fused, Env, Node, Stream, Ty};
 use crate::error::{Error, Result};
 use crate::file_meta::FileMeta;
-use crate::hash::xxh3_64;
+use crate::hash::{xxh3_64, Trail};
 use crate::source::Source;
 
 mod gguf_residue;
@@ -496,6 +496,9 @@ pub type RefChunks<'r> = &'r (dyn Fn(&TensorEntry, usize) -> Result<Stream> + Sy
 
 /// Decodes chunk `c` of tensor `t` into `out` (exactly the chunk's bytes) and, with `check`,
 /// verifies its checksum (a caller that verifies a checksum covering the chunk may leave it).
+/// With `trail`, the sums of a whole-file checksum's blocks within `out` are taken (while the
+/// fused writer is past them, or at the end).
+#[allow(clippy::too_many_arguments)]
 pub fn decode_chunk(
     archive: Source,
     index: &Index,
@@ -504,6 +507,7 @@ pub fn decode_chunk(
     out: &mut [u8],
     refs: Option<RefChunks>,
     check: bool,
+    mut trail: Option<&mut Trail>,
 ) -> Result<()> {
     let tensor = &index.tensors[t];
     let ty = Ty::u(tensor.word_bits);
@@ -516,7 +520,7 @@ pub fn decode_chunk(
         let len = usize::try_from(chunk.len).map_err(|_| Error::corrupt("chunk too large"))?;
         archive.with_read(chunk.offset, len, |payload| {
             let mut r = ByteReader::new(payload);
-            fused::decode_into(&tensor.program, ty, &mut r, out).map_err(|e| match e {
+            fused::decode_into(&tensor.program, ty, &mut r, out, trail.as_deref_mut()).map_err(|e| match e {
                 Error::Corrupt(m) => Error::Corrupt(format!("tensor {:?}, chunk {c}: {m}", tensor.name)),
                 e => e,
             })?;
@@ -532,6 +536,9 @@ pub fn decode_chunk(
     }
     if check && !index.chunk_ok(t, c, out) {
         return Err(Error::Checksum(format!("tensor {:?}, chunk {c}", tensor.name)));
+    }
+    if let Some(t) = trail {
+        t.finish(out);
     }
     Ok(())
 }

@@ -124,6 +124,45 @@ pub fn blocks_in(a: usize, b: usize, len: usize) -> std::ops::Range<usize> {
     s..(b / BLOCK).min(full).max(s)
 }
 
+/// [`piece_sums`] taken while the piece is written, in order, by its writer: each block is summed
+/// as soon as the writer is past its end, while it is still in L1 ([`Trail::advance`]), and what
+/// is left once the piece is complete ([`Trail::finish`]).
+pub struct Trail<'s> {
+    /// Offset in the piece of its first whole block.
+    first: usize,
+    /// The sums of the piece's whole blocks, in order.
+    sums: &'s mut [BlockSum],
+    /// Blocks summed so far.
+    done: usize,
+    isa: Isa,
+}
+
+impl<'s> Trail<'s> {
+    /// The trail of the piece of the input's bytes from `start` (`piece_len` of them, of an input
+    /// of `len` bytes), whose block sums go to `sums` (as [`piece_sums`]'s `out`).
+    pub fn new(start: usize, piece_len: usize, len: usize, sums: &'s mut [BlockSum]) -> Trail<'s> {
+        let r = blocks_in(start, start + piece_len, len);
+        assert_eq!(sums.len(), r.len());
+        Trail { first: (r.start * BLOCK).saturating_sub(start), sums, done: 0, isa: crate::simd::isa() }
+    }
+
+    /// The piece's first `written` bytes are final: sums the whole blocks within them not summed yet.
+    #[inline]
+    pub fn advance(&mut self, piece: &[u8], written: usize) {
+        let ready = (written.saturating_sub(self.first) / BLOCK).min(self.sums.len());
+        if ready > self.done {
+            let (a, b) = (self.first + self.done * BLOCK, self.first + ready * BLOCK);
+            block_sums(self.isa, &piece[a..b], &mut self.sums[self.done..ready]);
+            self.done = ready;
+        }
+    }
+
+    /// The piece is complete: sums the blocks not summed yet.
+    pub fn finish(&mut self, piece: &[u8]) {
+        self.advance(piece, piece.len());
+    }
+}
+
 /// Blocks of the long loop of an input of `len` bytes.
 pub fn block_count(len: usize) -> usize {
     blocks_in(0, len, len).end
@@ -133,12 +172,7 @@ pub fn block_count(len: usize) -> usize {
 /// from `piece`, the input's bytes from `start`: while a piece is still in cache after it was
 /// written, this is most of the work of the whole input's checksum.
 pub fn piece_sums(piece: &[u8], start: usize, len: usize, out: &mut [BlockSum]) {
-    let r = blocks_in(start, start + piece.len(), len);
-    assert_eq!(out.len(), r.len());
-    if r.is_empty() {
-        return;
-    }
-    block_sums(crate::simd::isa(), &piece[r.start * BLOCK - start..r.end * BLOCK - start], out);
+    Trail::new(start, piece.len(), len, out).finish(piece);
 }
 
 /// XXH3-64 of `data`, given the sums of the blocks `i` for which `have[i]` (both of
@@ -334,6 +368,42 @@ mod tests {
                     a = b;
                 }
                 assert_eq!(xxh3_64_with_sums(x, &mut sums, &have), xxhash_rust::xxh3::xxh3_64(x), "{len} by {cut}");
+            }
+        }
+    }
+
+    /// A trail advanced by a writer in steps of any size (backwards too, and past the piece),
+    /// then finished, gives exactly the sums of `piece_sums`; and summed blocks are not summed
+    /// again (their sums are not overwritten).
+    #[test]
+    fn trails_agree_with_pieces() {
+        let d = data(40_000);
+        let len = d.len();
+        for (a, b) in
+            [(0, 40_000), (3, 9_000), (1000, 1000 + 3 * BLOCK), (5_000, 5_300), (1024, 2048), (39_000, 40_000)]
+        {
+            let r = blocks_in(a, b, len);
+            let mut want = vec![[0u64; 8]; r.len()];
+            piece_sums(&d[a..b], a, len, &mut want);
+            for steps in [vec![1usize], vec![8192], vec![100, 3000, 50], vec![5000, 0, 2000]] {
+                let mut got = vec![[7u64; 8]; r.len()];
+                let mut t = Trail::new(a, b - a, len, &mut got);
+                let mut written = 0;
+                for &s in steps.iter().cycle().take(100) {
+                    written = (written + s).min(b - a + 10);
+                    t.advance(&d[a..b], written.min(b - a));
+                }
+                t.advance(&d[a..b], 0);
+                let done = t.done;
+                t.finish(&d[a..b]);
+                assert_eq!(got, want, "{a}..{b} by {steps:?}");
+                // What a trail summed stays: a block is summed once.
+                let mut t = Trail::new(a, b - a, len, &mut got);
+                t.done = done;
+                let fresh = [9u64; 8];
+                t.sums[..done].fill(fresh);
+                t.finish(&d[a..b]);
+                assert!(got[..done].iter().all(|s| *s == fresh), "{a}..{b}: summed again");
             }
         }
     }

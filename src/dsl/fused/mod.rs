@@ -18,6 +18,7 @@ use super::{Node, Op, Ty};
 use crate::coder::bitio::ByteReader;
 use crate::coder::{self, huffman, packed_len, rans};
 use crate::error::{Error, Result};
+use crate::hash::Trail;
 use crate::simd;
 use std::cell::RefCell;
 
@@ -98,17 +99,19 @@ fn head_leaf(p: &Node) -> bool {
 
 /// Decodes the words of type `ty` that fill `out` with program `p` (for which [`decodes`] holds)
 /// from the chunk payload `r`, little-endian into `out`.
-pub fn decode_into(p: &Node, ty: Ty, r: &mut ByteReader, out: &mut [u8]) -> Result<()> {
+/// With `trail`, the checksum blocks of `out` are summed while the writer is past them, in L1
+/// (where it writes in order; the caller finishes the trail).
+pub fn decode_into(p: &Node, ty: Ty, r: &mut ByteReader, out: &mut [u8], trail: Option<&mut Trail>) -> Result<()> {
     debug_assert!(decodes(p, ty));
     if ty.bits == 32 {
-        return word32::decode_into(p, r, out);
+        return word32::decode_into(p, r, out, trail);
     }
     SCRATCH.with(|cell| {
         let Scratch { head, words, parts, .. } = &mut *cell.borrow_mut();
         match &p.op {
             // The merges write a block at a time, also where `out` is not 2-byte aligned.
-            Op::Fields(f) => return merge_fields(f, &p.children, r, head, parts, out),
-            Op::BytePlanes(_) => return merge_planes(&p.children, 16, r, head, &mut parts[0], out),
+            Op::Fields(f) => return merge_fields(f, &p.children, r, head, parts, out, trail),
+            Op::BytePlanes(_) => return merge_planes(&p.children, 16, r, head, &mut parts[0], out, trail),
             _ => {}
         }
         let aligned = bytemuck::try_cast_slice_mut::<u8, u16>(out).is_ok();
@@ -251,6 +254,7 @@ fn merge_fields(
     head: &mut Vec<u16>,
     parts: &mut [Vec<u16>; 2],
     out: &mut [u8],
+    mut trail: Option<&mut Trail>,
 ) -> Result<()> {
     let n = out.len() / 2;
     let lo = f.mant - f.k;
@@ -279,6 +283,9 @@ fn merge_fields(
                     }
                 });
             }
+            if let Some(t) = trail.as_deref_mut() {
+                t.advance(out, 2 * (start + b));
+            }
         }
         Ok(())
     })
@@ -294,6 +301,7 @@ fn merge_planes(
     head: &mut Vec<u16>,
     buf: &mut Vec<u16>,
     out: &mut [u8],
+    mut trail: Option<&mut Trail>,
 ) -> Result<()> {
     debug_assert!((9..=16).contains(&bits));
     let (n, sh) = (out.len() / 2, bits - 8);
@@ -313,6 +321,9 @@ fn merge_planes(
                 }
             };
             put_words(out, start, b, &mut tmp, |o| simd::merge_planes16(h, lo, sh, o));
+            if let Some(t) = trail.as_deref_mut() {
+                t.advance(out, 2 * (start + b));
+            }
         }
         Ok(())
     })
@@ -498,9 +509,16 @@ mod tests {
                             for off in [0usize, 1] {
                                 let out = &mut buf[off..off + 2 * n];
                                 let mut r = ByteReader::new(&payload);
-                                decode_into(&p, Ty::u(16), &mut r, out).unwrap();
+                                let (start, len) = (1000 + off, 1000 + off + 2 * n + 3000);
+                                let mut sums = vec![[0u64; 8]; crate::hash::blocks_in(start, start + 2 * n, len).len()];
+                                let mut trail = Trail::new(start, 2 * n, len, &mut sums);
+                                decode_into(&p, Ty::u(16), &mut r, out, Some(&mut trail)).unwrap();
                                 assert!(r.is_empty());
                                 assert_eq!(out, &want[..], "{p} n {n} offset {off}");
+                                trail.finish(out);
+                                let mut want_sums = vec![[0u64; 8]; sums.len()];
+                                crate::hash::piece_sums(out, start, len, &mut want_sums);
+                                assert!(sums == want_sums, "{p} n {n} offset {off}: checksum blocks");
                             }
                             checked += 1;
                         }
@@ -580,13 +598,13 @@ mod tests {
             let mut out = vec![0u8; 6000];
             for cut in 0..payload.len() {
                 let mut r = ByteReader::new(&payload[..cut]);
-                let _ = decode_into(&p, Ty::u(16), &mut r, &mut out);
+                let _ = decode_into(&p, Ty::u(16), &mut r, &mut out, None);
             }
             for i in (0..payload.len() * 8).step_by(7) {
                 let mut bad = payload.clone();
                 bad[i / 8] ^= 1 << (i % 8);
                 let mut r = ByteReader::new(&bad);
-                let _ = decode_into(&p, Ty::u(16), &mut r, &mut out);
+                let _ = decode_into(&p, Ty::u(16), &mut r, &mut out, None);
             }
         }
     }

@@ -12,6 +12,7 @@ use crate::coder::bitio::ByteReader;
 use crate::coder::{self, packed_len};
 use crate::dsl::{Env, Node, Op, Stream, Ty};
 use crate::error::{Error, Result};
+use crate::hash::Trail;
 
 /// Whether [`decode_into`] takes `p` over words of type `ty`.
 pub(super) fn applies(p: &Node, ty: Ty) -> bool {
@@ -69,7 +70,7 @@ const DICT: usize = crate::dsl::ops::dict::MAX_ENTRIES;
 
 /// Decodes `out.len() / 4` words with `p` (for which [`applies`] holds) from the chunk payload
 /// `r`, little-endian into `out`.
-pub(super) fn decode_into(p: &Node, r: &mut ByteReader, out: &mut [u8]) -> Result<()> {
+pub(super) fn decode_into(p: &Node, r: &mut ByteReader, out: &mut [u8], mut trail: Option<&mut Trail>) -> Result<()> {
     let Op::Fields(f) = &p.op else { return Err(Error::corrupt("fused decode: not a fields program")) };
     let kids = &p.children;
     let n = out.len() / 4;
@@ -84,7 +85,15 @@ pub(super) fn decode_into(p: &Node, r: &mut ByteReader, out: &mut [u8]) -> Resul
             // `byteplanes` of the head: its high bytes into `head`, its low part into `parts[1]`,
             // merged into `words`.
             words.resize(n, 0);
-            merge_planes(&kids[0].children, hbits, r, head, &mut parts[1], bytemuck::cast_slice_mut(&mut words[..]))?;
+            merge_planes(
+                &kids[0].children,
+                hbits,
+                r,
+                head,
+                &mut parts[1],
+                bytemuck::cast_slice_mut(&mut words[..]),
+                None,
+            )?;
             words
         };
         let [sbuf, ibuf] = parts;
@@ -122,8 +131,9 @@ pub(super) fn decode_into(p: &Node, r: &mut ByteReader, out: &mut [u8]) -> Resul
             _ => return Err(Error::corrupt("fused decode: the low part is not raw, constant, zstd or dict")),
         };
         let (mut s, mut m) = ([0u8; BLOCK], [0u32; BLOCK]);
-        for (block, dst) in out.chunks_mut(4 * BLOCK).enumerate() {
-            let (start, b) = (block * BLOCK, dst.len() / 4);
+        for block in 0..n.div_ceil(BLOCK) {
+            let (start, b) = (block * BLOCK, BLOCK.min(n - block * BLOCK));
+            let dst = &mut out[4 * start..4 * (start + b)];
             sign.unpack(1, start, &mut s[..b]);
             match low {
                 Low::Const(v) => m[..b].fill(v),
@@ -168,6 +178,9 @@ pub(super) fn decode_into(p: &Node, r: &mut ByteReader, out: &mut [u8]) -> Resul
                     merge(&mut w[..b]);
                     dst.copy_from_slice(bytemuck::cast_slice(&w[..b]));
                 }
+            }
+            if let Some(t) = trail.as_deref_mut() {
+                t.advance(out, 4 * (start + b));
             }
         }
         Ok(())
@@ -279,9 +292,16 @@ mod tests {
                             for off in [0usize, 3] {
                                 let out = &mut buf[off..off + 4 * n];
                                 let mut r = ByteReader::new(&payload);
-                                decode_into(&p, &mut r, out).unwrap();
+                                let (start, len) = (7 + off, 7 + off + 4 * n + 5000);
+                                let mut sums = vec![[0u64; 8]; crate::hash::blocks_in(start, start + 4 * n, len).len()];
+                                let mut trail = Trail::new(start, 4 * n, len, &mut sums);
+                                decode_into(&p, &mut r, out, Some(&mut trail)).unwrap();
                                 assert!(r.is_empty());
                                 assert_eq!(out, &want[..], "{p} n {n} offset {off}");
+                                trail.finish(out);
+                                let mut want_sums = vec![[0u64; 8]; sums.len()];
+                                crate::hash::piece_sums(out, start, len, &mut want_sums);
+                                assert!(sums == want_sums, "{p} n {n} offset {off}: checksum blocks");
                             }
                             // Damage: a flipped byte and a cut tail fail (or decode) as the
                             // interpreter does, never panic.
@@ -292,16 +312,20 @@ mod tests {
                                     .decode(Ty::u(32), n, &mut ByteReader::new(&bad), &[], &env)
                                     .map(|s| s.to_le_bytes());
                                 let mut out = vec![0u8; 4 * n];
-                                let f = decode_into(&p, &mut ByteReader::new(&bad), &mut out).map(|_| out);
+                                let f = decode_into(&p, &mut ByteReader::new(&bad), &mut out, None).map(|_| out);
                                 assert_eq!(i.is_ok(), f.is_ok(), "{p} n {n}: damaged at {at}");
                                 if let (Ok(i), Ok(f)) = (i, f) {
                                     assert_eq!(i, f, "{p} n {n}: damaged at {at}");
                                 }
                             }
                             let mut out = vec![0u8; 4 * n];
-                            assert!(
-                                decode_into(&p, &mut ByteReader::new(&payload[..payload.len() - 1]), &mut out).is_err()
-                            );
+                            assert!(decode_into(
+                                &p,
+                                &mut ByteReader::new(&payload[..payload.len() - 1]),
+                                &mut out,
+                                None
+                            )
+                            .is_err());
                             checked += 1;
                         }
                     }
