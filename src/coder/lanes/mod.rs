@@ -44,7 +44,8 @@
 //! latency of each lane's chain (table lookup, multiply, refill) rather than by their instruction
 //! count, so the shorter refill chain is what counts: two vectors of sixteen lanes (with
 //! `vpgatherdd` or scalar loads, and one `vpexpandw` per step) measured no faster than AVX2 on
-//! Zen 5. On Zen 5 at 2^19 bf16 head symbols: AVX-512 VL about 1.95 G symbols/s, AVX2 about
+//! Zen 5; on Intel's cores, whose `vpgatherdd` is fast, they are the AVX-512 decoder (half the
+//! instructions per step). On Zen 5 at 2^19 bf16 head symbols: AVX-512 VL about 1.95 G symbols/s, AVX2 about
 //! 1.7 G/s, scalar about 0.55 G/s, encoder (scalar) 0.4 G/s (`cargo bench --bench lanes`).
 //!
 //! The encoder: the plan, one pass of table lookups (each symbol's entry), then the state machine,

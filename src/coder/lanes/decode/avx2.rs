@@ -17,9 +17,6 @@ pub(super) trait Refill {
     /// # Safety
     /// The CPU has the features of the kernel that runs [`body`] with this refill.
     unsafe fn refill(y: __m256i, w: __m256i, low: __m256i) -> (__m256i, usize);
-    /// Whether table lookups take the hardware gather (`vpgatherdd`) rather than eight scalar
-    /// loads ([`gather`]).
-    const HW_GATHER: bool = false;
 }
 
 /// AVX2 refills: a `movemask` of the lanes that need a word, then `vpermd` from [`PERM`] and a
@@ -201,7 +198,7 @@ pub(super) unsafe fn body<const MAPPED: bool, const ESC: bool, const CTX: u8, R:
             }
             debug_assert!(nthr < MAX_CLASSES);
             // SAFETY: every slot is below `classes << prec` = `tab.len()` (see `scalar_run`).
-            let e = if R::HW_GATHER { _mm256_i32gather_epi32::<4>(tab as *const i32, slot) } else { gather(tab, slot) };
+            let e = gather(tab, slot);
             let f = _mm256_add_epi32(_mm256_and_si256(e, m12), one);
             let bias = _mm256_and_si256(_mm256_srli_epi32::<12>(e), m12);
             idx[g] = _mm256_srli_epi32::<24>(e);

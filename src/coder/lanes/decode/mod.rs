@@ -1,6 +1,7 @@
 //! The decoder: the block's tables, then the kernel for the CPU level: `scalar.rs` (32 lanes
 //! unrolled), `avx2.rs` (four vectors of eight lanes), `avx512.rs` (the same with AVX-512 VL
-//! refills). All give identical results, errors included.
+//! refills; on Intel's cores, two vectors of sixteen lanes with the hardware gather). All give
+//! identical results, errors included.
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -391,8 +392,8 @@ pub(super) fn scalar_entry<const MAPPED: bool, const ESC: bool, const CTX: u8>(
     scalar_run::<MAPPED, ESC, CTX>(t, inp, esc, st, out, 0)
 }
 
-/// The AVX2 decoder, with AVX-512 VL refills when `AVX512` (and the hardware gather when
-/// `GATHER`), on whole steps; then the scalar one.
+/// The AVX2 decoder, with AVX-512 VL refills when `AVX512` (or, when `GATHER` too, the
+/// sixteen-lane decoder with the hardware gather), on whole steps; then the scalar one.
 #[cfg(target_arch = "x86_64")]
 pub(super) fn simd_entry<const MAPPED: bool, const ESC: bool, const CTX: u8, const AVX512: bool, const GATHER: bool>(
     t: &Tables,
@@ -406,8 +407,10 @@ pub(super) fn simd_entry<const MAPPED: bool, const ESC: bool, const CTX: u8, con
     let done = unsafe {
         if out.len() < LANES || st.pos + LANES > inp.nwords {
             0
+        } else if AVX512 && GATHER {
+            avx512::run_wide::<MAPPED, ESC, CTX>(t, inp, esc, st, out)?
         } else if AVX512 {
-            avx512::run::<MAPPED, ESC, CTX, GATHER>(t, inp, esc, st, out)?
+            avx512::run::<MAPPED, ESC, CTX>(t, inp, esc, st, out)?
         } else {
             avx2::run::<MAPPED, ESC, CTX>(t, inp, esc, st, out)?
         }
