@@ -362,38 +362,33 @@ impl<'a> Archive<'a> {
         let pieces = self.pieces()?;
         let fresh = work::untouched(out);
         crate::work::advise_huge_pages(out);
-        // The whole-file checksum's block sums are taken from each chunk as it is decoded (in
-        // cache); the rest at the end. Their memory is a sixteenth of the output: above
-        // `FUSED_SUMS_MAX` the checksum reads the output again instead.
+        // The whole-file checksum is folded while the chunks are decoded: each chunk's block
+        // sums are taken as it is written (in cache) and folded as soon as the chunks before it
+        // are (`hash::InOrder`). Chunks that finish early are held until then, a sixteenth of
+        // their size: above `FUSED_SUMS_MAX` the checksum reads the output again instead.
         const FUSED_SUMS_MAX: usize = 1 << 32;
         let len = out.len();
-        let blocks = if opts.verify && len <= FUSED_SUMS_MAX { hash::block_count(len) } else { 0 };
-        let (mut sums, mut have) = (vec![[0u64; 8]; blocks], vec![false; blocks]);
-        // Per chunk: (tensor, chunk, where it starts in the output, its part of the output, the
-        // sums of the checksum blocks within it, and which of those are set).
-        type Slice<'s> = (usize, usize, usize, &'s mut [u8], &'s mut [hash::BlockSum], &'s mut [bool]);
-        let mut slices: Vec<Slice> = Vec::new();
-        let (mut rest, mut sums_rest, mut have_rest): (&mut [u8], &mut [hash::BlockSum], &mut [bool]) =
-            (out, &mut sums, &mut have);
-        let (mut pos, mut first) = (0, 0);
-        for p in &pieces {
+        let folding = opts.verify && len <= FUSED_SUMS_MAX;
+        let folder = folding.then(|| std::sync::Mutex::new(hash::InOrder::new(len, pieces.len())));
+        // Per chunk: (its piece, tensor, chunk, where it starts in the output, its part of the output).
+        let mut slices: Vec<(usize, usize, usize, usize, &mut [u8])> = Vec::new();
+        let mut rest: &mut [u8] = out;
+        let mut pos = 0;
+        for (i, p) in pieces.iter().enumerate() {
             match *p {
                 Piece::Residue(a, b) => {
                     let (part, r) = rest.split_at_mut(b - a);
                     part.copy_from_slice(&self.index.residue[a..b]);
+                    if let Some(f) = &folder {
+                        locked(f).give_bytes(i, &self.index.residue[a..b]);
+                    }
                     rest = r;
                     pos += b - a;
                 }
                 Piece::Chunk { t, c, len: n } => {
                     let (part, r) = rest.split_at_mut(n);
                     rest = r;
-                    let mine = if blocks > 0 { hash::blocks_in(pos, pos + n, len) } else { 0..0 };
-                    let skip = mine.start.saturating_sub(first);
-                    let (s, h);
-                    (s, sums_rest) = std::mem::take(&mut sums_rest)[skip..].split_at_mut(mine.len());
-                    (h, have_rest) = std::mem::take(&mut have_rest)[skip..].split_at_mut(mine.len());
-                    first = first.max(mine.end);
-                    slices.push((t, c, pos, part, s, h));
+                    slices.push((i, t, c, pos, part));
                     pos += n;
                 }
             }
@@ -404,24 +399,29 @@ impl<'a> Archive<'a> {
             // splitting, each thread took about half the chunks as a few long runs, and the
             // half holding a file's big tensor (the embeddings, often first) kept one thread
             // busy long after the other ran out (MiniLM bf16: 22.5 against 12.2 ms).
-            slices.into_par_iter().with_max_len(1).try_for_each(|(t, c, at, buf, s, h)| {
+            slices.into_par_iter().with_max_len(1).try_for_each(|(i, t, c, at, buf)| {
                 if fresh {
                     work::populate(buf);
                 }
                 // The whole-file checksum covers this chunk: its own is checked only if that fails.
                 // Its checksum blocks are summed as the writer passes them, in cache.
-                let mut trail = (!s.is_empty()).then(|| hash::Trail::new(at, buf.len(), len, s));
-                let summed = trail.is_some();
+                let mut sums =
+                    vec![[0u64; 8]; if folding { hash::blocks_in(at, at + buf.len(), len).len() } else { 0 }];
+                let mut trail = folding.then(|| hash::Trail::new(at, buf.len(), len, &mut sums));
                 self.decode_chunk(t, c, buf, !opts.verify, trail.as_mut())?;
-                h.fill(summed);
+                if let Some(f) = &folder {
+                    let (head, tail) = hash::InOrder::split(buf, at, len);
+                    locked(f).give(i, hash::Piece { head, sums: &sums, tail });
+                }
                 Ok::<(), Error>(())
             })
         })?;
         if opts.verify {
-            let whole = if blocks > 0 {
-                hash::xxh3_64_with_sums(out, &mut sums, &have)
-            } else {
-                pool.install(|| hash::xxh3_64_of(&Bytes::from(&*out), 1 << 20))?
+            let whole = match folder
+                .and_then(|f| f.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner).hash(out))
+            {
+                Some(h) => h,
+                None => pool.install(|| hash::xxh3_64_of(&Bytes::from(&*out), 1 << 20))?,
             };
             if whole != self.index.original_hash {
                 return Err(self.damaged_chunk(&pieces, &Bytes::from(&*out)));
@@ -666,6 +666,11 @@ impl<'a> Archive<'a> {
         };
         container::decode_chunk(self.bytes, &self.index, t, c, buf, Some(&refs), check, trail)
     }
+}
+
+/// The value behind `m` (a panic while it was held leaves nothing half-done that matters here).
+fn locked<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Writes all of `data` at `offset` of `file`; failures are write errors

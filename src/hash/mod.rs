@@ -163,6 +163,151 @@ impl<'s> Trail<'s> {
     }
 }
 
+/// A contiguous piece of the input as [`InOrder`] takes it: its bytes are `head`, then the blocks
+/// whose sums are `sums`, then `tail` (where `sums` is not empty, `head` ends on a block boundary
+/// and `sums` are the blocks `blocks_in` gives for the piece: [`InOrder::split`]).
+#[derive(Clone, Copy)]
+pub struct Piece<'a> {
+    /// The bytes before the first whole block (all of them where `sums` is empty).
+    pub head: &'a [u8],
+    /// The sums of the piece's whole blocks.
+    pub sums: &'a [BlockSum],
+    /// The bytes after the last whole block.
+    pub tail: &'a [u8],
+}
+
+/// A piece held until the pieces before it are given.
+enum Held<'r> {
+    Borrowed(&'r [u8]),
+    Owned { head: Vec<u8>, sums: Vec<BlockSum>, tail: Vec<u8> },
+}
+
+/// The long loop of an input of `len` bytes folded from its pieces while they are still being
+/// made, given in any order: each piece is folded as soon as every piece before it was, so the
+/// fold runs alongside a parallel decode rather than after it. The bytes of blocks that straddle
+/// pieces come from the pieces' heads and tails.
+pub struct InOrder<'r> {
+    acc: Acc,
+    len: usize,
+    full: usize,
+    /// Blocks folded: bytes before `next * BLOCK` are folded, and `partial` holds the bytes of
+    /// block `next` given so far.
+    next: usize,
+    partial: Vec<u8>,
+    /// The next piece to fold.
+    at: usize,
+    pieces: usize,
+    held: std::collections::BTreeMap<usize, Held<'r>>,
+    isa: Isa,
+}
+
+impl<'r> InOrder<'r> {
+    /// A fold of the input of `len` bytes made of `pieces` pieces.
+    pub fn new(len: usize, pieces: usize) -> InOrder<'r> {
+        InOrder {
+            acc: INIT,
+            len,
+            full: block_count(len),
+            next: 0,
+            partial: Vec::with_capacity(BLOCK),
+            at: 0,
+            pieces,
+            held: Default::default(),
+            isa: crate::simd::isa(),
+        }
+    }
+
+    /// Splits the bytes of the piece from `start` into what lies before and after the blocks
+    /// whose sums it gives (`blocks_in(start, start + piece.len(), len)`).
+    pub fn split(piece: &[u8], start: usize, len: usize) -> (&[u8], &[u8]) {
+        let r = blocks_in(start, start + piece.len(), len);
+        if r.is_empty() {
+            return (piece, &[]);
+        }
+        (&piece[..r.start * BLOCK - start], &piece[r.end * BLOCK - start..])
+    }
+
+    /// Piece `i` (in input order), borrowed for as long as the fold: held, not copied, until the
+    /// pieces before it are given.
+    pub fn give_bytes(&mut self, i: usize, bytes: &'r [u8]) {
+        if i == self.at {
+            self.take(Piece { head: bytes, sums: &[], tail: &[] });
+        } else {
+            self.held.insert(i, Held::Borrowed(bytes));
+        }
+    }
+
+    /// Piece `i` (in input order): folded now if every piece before it was, else copied and held.
+    pub fn give(&mut self, i: usize, p: Piece) {
+        if i == self.at {
+            self.take(p);
+        } else {
+            let (head, sums, tail) = (p.head.to_vec(), p.sums.to_vec(), p.tail.to_vec());
+            self.held.insert(i, Held::Owned { head, sums, tail });
+        }
+    }
+
+    /// Folds piece `at`, then the held pieces that follow it.
+    fn take(&mut self, p: Piece) {
+        self.fold_piece(p);
+        self.at += 1;
+        while let Some(h) = self.held.remove(&self.at) {
+            match &h {
+                Held::Borrowed(b) => self.fold_piece(Piece { head: b, sums: &[], tail: &[] }),
+                Held::Owned { head, sums, tail } => self.fold_piece(Piece { head, sums, tail }),
+            }
+            self.at += 1;
+        }
+    }
+
+    fn fold_piece(&mut self, p: Piece) {
+        self.feed(p.head);
+        if !p.sums.is_empty() {
+            debug_assert!(self.partial.is_empty() && self.next + p.sums.len() <= self.full);
+            fold(&mut self.acc, p.sums);
+            self.next += p.sums.len();
+        }
+        self.feed(p.tail);
+    }
+
+    /// Folds the blocks that `bytes`, the input's next bytes, complete.
+    fn feed(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() && self.next < self.full {
+            if self.partial.is_empty() && bytes.len() >= BLOCK {
+                let k = (bytes.len() / BLOCK).min(self.full - self.next).min(64);
+                let mut s = [[0u64; 8]; 64];
+                block_sums(self.isa, &bytes[..k * BLOCK], &mut s[..k]);
+                fold(&mut self.acc, &s[..k]);
+                self.next += k;
+                bytes = &bytes[k * BLOCK..];
+                continue;
+            }
+            let n = (BLOCK - self.partial.len()).min(bytes.len());
+            self.partial.extend_from_slice(&bytes[..n]);
+            bytes = &bytes[n..];
+            if self.partial.len() == BLOCK {
+                let mut s = [[0u64; 8]];
+                block_sums(self.isa, &self.partial, &mut s);
+                fold(&mut self.acc, &s);
+                self.next += 1;
+                self.partial.clear();
+            }
+        }
+    }
+
+    /// XXH3-64 of `input` (the whole input, every piece given); None if a piece is missing.
+    pub fn hash(self, input: &[u8]) -> Option<u64> {
+        if input.len() != self.len || self.at != self.pieces || self.next != self.full {
+            return None;
+        }
+        if self.len <= MID_MAX {
+            return Some(xxh3_64(input));
+        }
+        let len = self.len;
+        Some(finish(self.acc, &input[self.full * BLOCK..], &input[len - STRIPE..], len))
+    }
+}
+
 /// Blocks of the long loop of an input of `len` bytes.
 pub fn block_count(len: usize) -> usize {
     blocks_in(0, len, len).end
@@ -173,24 +318,6 @@ pub fn block_count(len: usize) -> usize {
 /// written, this is most of the work of the whole input's checksum.
 pub fn piece_sums(piece: &[u8], start: usize, len: usize, out: &mut [BlockSum]) {
     Trail::new(start, piece.len(), len, out).finish(piece);
-}
-
-/// XXH3-64 of `data`, given the sums of the blocks `i` for which `have[i]` (both of
-/// [`block_count`] entries); the other blocks are summed here.
-pub fn xxh3_64_with_sums(data: &[u8], sums: &mut [BlockSum], have: &[bool]) -> u64 {
-    let full = block_count(data.len());
-    if full == 0 || sums.len() != full || have.len() != full {
-        return xxh3_64(data);
-    }
-    let isa = crate::simd::isa();
-    for (i, (s, &h)) in sums.iter_mut().zip(have).enumerate() {
-        if !h {
-            block_sums(isa, &data[i * BLOCK..(i + 1) * BLOCK], std::slice::from_mut(s));
-        }
-    }
-    let mut acc = INIT;
-    fold(&mut acc, sums);
-    finish(acc, &data[full * BLOCK..], &data[data.len() - STRIPE..], data.len())
 }
 
 /// XXH3-64 of an input whose block sums arrive in order, piece by piece (as a compressor codes
@@ -346,28 +473,55 @@ mod tests {
         }
     }
 
-    /// Sums given for some blocks (as pieces of any alignment give them) and computed for the
-    /// rest give the same hash.
+    /// Pieces of any size and alignment (some as bytes, the rest as heads, block sums and
+    /// tails), given in any order, fold to the hash of the whole input; a missing piece gives none.
     #[test]
-    fn pieces_agree() {
+    fn pieces_agree_in_any_order() {
         let d = data(100_000);
         for len in [0, 100, 241, 1025, 2048, 2049, 99_999, 100_000] {
             let x = &d[..len];
-            let n = block_count(len);
             for cut in [1usize, 700, 1024, 3000, 4096 + 5] {
-                let mut sums = vec![[0u64; 8]; n];
-                let mut have = vec![false; n];
+                let mut spans = Vec::new();
                 let mut a = 0;
                 while a < len {
-                    let b = (a + cut).min(len);
-                    let r = blocks_in(a, b, len);
-                    if a % 3 != 1 {
-                        piece_sums(&x[a..b], a, len, &mut sums[r.clone()]);
-                        have[r].fill(true);
-                    }
-                    a = b;
+                    spans.push((a, (a + cut).min(len)));
+                    a += cut;
                 }
-                assert_eq!(xxh3_64_with_sums(x, &mut sums, &have), xxhash_rust::xxh3::xxh3_64(x), "{len} by {cut}");
+                let sums: Vec<Vec<BlockSum>> = spans
+                    .iter()
+                    .map(|&(a, b)| {
+                        let mut s = vec![[0u64; 8]; blocks_in(a, b, len).len()];
+                        piece_sums(&x[a..b], a, len, &mut s);
+                        s
+                    })
+                    .collect();
+                // Given back to front, front to back, and odd before even.
+                let n = spans.len();
+                let orders: [Vec<usize>; 3] = [
+                    (0..n).rev().collect(),
+                    (0..n).collect(),
+                    (0..n).filter(|i| i % 2 == 1).chain((0..n).filter(|i| i % 2 == 0)).collect(),
+                ];
+                for order in &orders {
+                    let mut f = InOrder::new(len, n);
+                    for &i in order {
+                        let (a, b) = spans[i];
+                        if i % 3 == 1 {
+                            f.give_bytes(i, &x[a..b]);
+                        } else {
+                            let (head, tail) = InOrder::split(&x[a..b], a, len);
+                            f.give(i, Piece { head, sums: &sums[i], tail });
+                        }
+                    }
+                    assert_eq!(f.hash(x), Some(xxhash_rust::xxh3::xxh3_64(x)), "{len} by {cut}");
+                }
+                if n > 1 {
+                    let mut f = InOrder::new(len, n);
+                    for i in 1..n {
+                        f.give_bytes(i, &x[spans[i].0..spans[i].1]);
+                    }
+                    assert_eq!(f.hash(x), None, "{len} by {cut}: the first piece is missing");
+                }
             }
         }
     }
