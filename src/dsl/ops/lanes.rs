@@ -193,9 +193,7 @@ impl Lanes {
     pub fn decode(&self, ty: Ty, n: usize, input: &[u8]) -> Result<Stream> {
         if ty.container_bytes() == 1 {
             match self.ctx {
-                LanesCtx::Interleaved(ctx @ (lanes::Ctx::None | lanes::Ctx::Prev)) => {
-                    return self.decode_bytes(ctx, ty, n, input)
-                }
+                LanesCtx::Interleaved(ctx) => return self.decode_bytes(ctx, ty, n, input),
                 LanesCtx::Adjacent if n > 0 => {
                     let mut out = vec![0u8; n];
                     let check = |s: &[u16]| super::entropy::check_range(ty, s);
@@ -267,6 +265,36 @@ mod tests {
             to_runs_into(&bytes, &mut from_bytes);
             let widened: Vec<u16> = bytes.iter().map(|&v| v as u16).collect();
             assert_eq!(from_bytes, to_runs(&widened[..]), "n {n}");
+        }
+    }
+
+    /// Every context decodes a byte stream (narrowed a few steps at a time) as it decodes the
+    /// same symbols in 16-bit containers, and rejects a symbol out of the byte type's range.
+    #[test]
+    fn bytes_decode_under_every_context() {
+        let ctxs = [
+            LanesCtx::Interleaved(lanes::Ctx::None),
+            LanesCtx::Interleaved(lanes::Ctx::Prev),
+            LanesCtx::Interleaved(lanes::Ctx::Back(64)),
+            LanesCtx::Interleaved(lanes::Ctx::Back(512)),
+            LanesCtx::Adjacent,
+        ];
+        for n in [0usize, 1, 33, 1000, 70_000] {
+            // Rows of 64 that repeat with noise: the row above predicts.
+            let x = Stream::from_fn(Ty::u(6), n, |i| ((i % 64) * 7 % 61 + ((i * 2_654_435_761) >> 29) % 3) as u64);
+            for ctx in ctxs {
+                let op = Lanes { ctx };
+                let mut payload = Vec::new();
+                op.encode(&x, &mut payload).unwrap();
+                let got = op.decode(Ty::u(6), n, &payload).unwrap();
+                assert!(matches!(got.data, Data::U8(_)), "{op}");
+                assert_eq!(got, x, "{op} n {n}");
+                let wide = op.decode(Ty::u(9), n, &payload).unwrap();
+                assert_eq!(wide.u16_symbols(), x.u16_symbols(), "{op} n {n}");
+                if n > 100 {
+                    assert!(op.decode(Ty::u(2), n, &payload).is_err(), "{op} n {n}: out of range");
+                }
+            }
         }
     }
 }
