@@ -177,7 +177,7 @@ pub fn decode_ctx_at(isa: Isa, input: &[u8], ctx: Ctx, out: &mut [u16]) -> Resul
 }
 
 /// A decoder kernel: the CPU level (lowered to what the CPU has) and, at the AVX-512 level,
-/// whether table lookups take the hardware gather.
+/// whether table lookups take the hardware gather (the sixteen-lane decoder, `run_wide`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Kernel {
     pub(super) isa: Isa,
@@ -192,8 +192,8 @@ impl Kernel {
         Kernel { isa, gather: isa == Isa::Avx512 && crate::simd::fast_gather() }
     }
 
-    /// Every kernel this CPU can run (for tests): each level, and the AVX-512 one with either
-    /// table lookup.
+    /// Every kernel this CPU can run (for tests): each level, and at the AVX-512 level both the
+    /// eight-lane decoder with scalar table loads and the sixteen-lane one with the gather.
     #[cfg(test)]
     pub(super) fn all() -> Vec<Kernel> {
         let mut all: Vec<Kernel> =
