@@ -284,14 +284,18 @@ pub enum MappedFile {
 impl MappedFile {
     /// Maps the file at `path`.
     pub fn open(path: &std::path::Path) -> std::io::Result<MappedFile> {
-        let f = File::open(path)?;
+        Self::of(&File::open(path)?)
+    }
+
+    /// Maps an open file (from its start, whatever its position).
+    pub fn of(f: &File) -> std::io::Result<MappedFile> {
         if f.metadata()?.len() == 0 {
             return Ok(MappedFile::Empty);
         }
         // SAFETY: the map is read-only and private to this process; like zstd and every
         // mmap-based tool, we rely on the file not being truncated by another process while we
         // read it.
-        Ok(MappedFile::Map(unsafe { memmap2::Mmap::map(&f) }?))
+        Ok(MappedFile::Map(unsafe { memmap2::Mmap::map(f) }?))
     }
 }
 
