@@ -288,10 +288,11 @@ fn decompress_one(job: &Job, args: &DecompressArgs, reference: Option<&Path>) ->
     };
     // Against a reference, it is read in windows as the chunks need it.
     let base = reference.map(open).transpose()?;
-    // The archive is mapped where it can be: its payloads are decoded from the page cache in
-    // place, not copied into the process first (a fifth of the kernel time of a K-quant GGUF's
-    // decode on tmpfs). Otherwise it is read in windows.
-    let map = brevis::MappedFile::of(&input.file).ok();
+    // An archive within the memory limit is mapped where it can be: its payloads are decoded
+    // from the page cache in place, not copied into the process first (a fifth of the kernel
+    // time of a K-quant GGUF's decode on tmpfs). The pages read count in the process's resident
+    // size, so a larger one is read in windows, as is one that cannot be mapped.
+    let map = (input.len()? <= opts.memory_limit).then(|| brevis::MappedFile::of(&input.file).ok()).flatten();
     let mut a = match &map {
         Some(m) => brevis::Archive::open_with_limit(m, opts.memory_limit),
         None => brevis::Archive::open_file(&input.file, opts.memory_limit),
