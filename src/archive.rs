@@ -537,21 +537,22 @@ impl<'a> Archive<'a> {
                 }
             }
         }
-        thread_local! {
-            static BUF: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
-        }
-        // Decodes and writes one chunk; returns the sums of the checksum blocks within it.
+        let pool = work::pool(opts.threads)?;
+        let writer = Writer::new(file, pool.current_num_threads());
+        // Decodes one chunk and hands it to the writer; returns the sums of the checksum blocks
+        // within it.
         let one = |&(t, c, n, at): &(usize, usize, usize, usize)| -> Result<Vec<hash::BlockSum>> {
-            let mut buf = BUF.take();
+            let mut buf = writer.buffer();
             // Every byte is written by the decoder: what is reused needs no clearing.
             buf.resize(n, 0);
             let mut sums = vec![[0u64; 8]; if opts.verify { hash::blocks_in(at, at + n, len).len() } else { 0 }];
             // The checksum blocks are summed as the writer passes them, in cache.
             let mut trail = opts.verify.then(|| hash::Trail::new(at, n, len, &mut sums));
-            let r = self
-                .decode_chunk(t, c, &mut buf[..n], !opts.verify, trail.as_mut())
-                .and_then(|()| write_all_at(file, &buf[..n], at as u64));
-            BUF.set(buf);
+            let r = self.decode_chunk(t, c, &mut buf[..n], !opts.verify, trail.as_mut());
+            match r {
+                Ok(()) => writer.write(buf, at as u64)?,
+                Err(_) => writer.recycle(buf),
+            }
             if let Some(p) = &opts.progress {
                 p.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
             }
@@ -560,13 +561,16 @@ impl<'a> Archive<'a> {
         let written = Source::file(file)?.all()?;
         let mut folder = hash::Folder::new(len);
         let window = usize::try_from(opts.memory_limit).unwrap_or(usize::MAX).max(16 << 20);
-        let pool = work::pool(opts.threads)?;
         let mut rest = &chunks[..];
         while let Some(&(.., start)) = rest.first() {
             let k = rest.iter().take_while(|&&(.., at)| at - start < window).count();
             let (now, later) = rest.split_at(k);
             rest = later;
-            let sums = pool.install(|| now.par_iter().with_max_len(1).map(one).collect::<Result<Vec<_>>>())?;
+            let sums = pool.install(|| now.par_iter().with_max_len(1).map(one).collect::<Result<Vec<_>>>());
+            // Every chunk of the window is in the file before its sums are folded (which reads
+            // the bytes between chunks back).
+            writer.flush()?;
+            let sums = sums?;
             if opts.verify {
                 for (&(_, _, n, at), s) in now.iter().zip(&sums) {
                     folder.fold(hash::blocks_in(at, at + n, len).start, s, &written)?;
@@ -669,6 +673,88 @@ impl<'a> Archive<'a> {
 }
 
 /// The value behind `m` (a panic while it was held leaves nothing half-done that matters here).
+/// Positioned writes of decoded chunks from several workers, one at a time: a worker whose
+/// chunk is ready writes it when no other is writing, and otherwise leaves it to the one that is
+/// and goes on decoding. (Positioned writes from several threads to one file wait on the file's
+/// lock; on tmpfs that wait spun the CPU it would have decoded on.) At most twice as many chunks
+/// as workers wait; beyond that a worker waits its turn. The buffers are reused.
+struct Writer<'f> {
+    file: &'f std::fs::File,
+    /// Held while writing.
+    turn: std::sync::Mutex<()>,
+    /// Chunks waiting to be written, with their offsets.
+    queue: std::sync::Mutex<Vec<(Vec<u8>, u64)>>,
+    /// Buffers written, for the next chunks.
+    spare: std::sync::Mutex<Vec<Vec<u8>>>,
+    /// The first write error.
+    failed: std::sync::Mutex<Option<Error>>,
+    max_queued: usize,
+}
+
+impl<'f> Writer<'f> {
+    fn new(file: &'f std::fs::File, threads: usize) -> Self {
+        use std::sync::Mutex;
+        let (turn, failed) = (Mutex::new(()), Mutex::new(None));
+        Writer { file, turn, queue: Mutex::default(), spare: Mutex::default(), failed, max_queued: 2 * threads }
+    }
+
+    /// A buffer for a chunk (one written before, or a new one).
+    fn buffer(&self) -> Vec<u8> {
+        locked(&self.spare).pop().unwrap_or_default()
+    }
+
+    fn recycle(&self, buf: Vec<u8>) {
+        locked(&self.spare).push(buf);
+    }
+
+    /// Writes `buf` at `at`, now or by the worker that is writing; an error is a write error
+    /// (this one's or another's) not yet reported.
+    fn write(&self, buf: Vec<u8>, at: u64) -> Result<()> {
+        let turn = match self.turn.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                let mut q = locked(&self.queue);
+                if q.len() < self.max_queued {
+                    q.push((buf, at));
+                    return self.error();
+                }
+                drop(q);
+                locked(&self.turn)
+            }
+        };
+        self.put(buf, at);
+        // What others queued meanwhile (a chunk queued just as this worker stops is written by
+        // the next one, or by `flush`).
+        while let Some((b, a)) = locked(&self.queue).pop() {
+            self.put(b, a);
+        }
+        drop(turn);
+        self.error()
+    }
+
+    /// Writes whatever is still queued.
+    fn flush(&self) -> Result<()> {
+        let _turn = locked(&self.turn);
+        while let Some((b, a)) = locked(&self.queue).pop() {
+            self.put(b, a);
+        }
+        self.error()
+    }
+
+    fn put(&self, buf: Vec<u8>, at: u64) {
+        if let Err(e) = write_all_at(self.file, &buf, at) {
+            locked(&self.failed).get_or_insert(e);
+        }
+        self.recycle(buf);
+    }
+
+    /// The write error not yet reported, if any (each is reported once: the decode stops there).
+    fn error(&self) -> Result<()> {
+        locked(&self.failed).take().map_or(Ok(()), Err)
+    }
+}
+
 fn locked<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
@@ -694,4 +780,58 @@ fn write_all_at(file: &std::fs::File, data: &[u8], offset: u64) -> Result<()> {
         Ok(())
     })();
     r.map_err(Error::write)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Chunks handed to the writer by several threads, in any order, all land at their offsets;
+    /// buffers are reused.
+    #[cfg(unix)]
+    #[test]
+    fn writer_puts_every_chunk_in_place() {
+        let f = tempfile::tempfile().unwrap();
+        let (chunks, size) = (97usize, 1000usize);
+        let want: Vec<u8> = (0..chunks * size).map(|i| (i * 7 + i / 251) as u8).collect();
+        let w = Writer::new(&f, 4);
+        // The first one queued while another worker holds the turn.
+        let turn = locked(&w.turn);
+        w.write(want[..size].to_vec(), 0).unwrap();
+        drop(turn);
+        work::pool(4)
+            .unwrap()
+            .install(|| {
+                (1..chunks).into_par_iter().with_max_len(1).rev().try_for_each(|c| {
+                    let mut buf = w.buffer();
+                    buf.clear();
+                    buf.extend_from_slice(&want[c * size..(c + 1) * size]);
+                    w.write(buf, (c * size) as u64)
+                })
+            })
+            .unwrap();
+        w.flush().unwrap();
+        let mut got = vec![0u8; want.len()];
+        std::os::unix::fs::FileExt::read_exact_at(&f, &mut got, 0).unwrap();
+        assert!(got == want, "the file differs from the chunks written");
+        assert!(!locked(&w.spare).is_empty());
+    }
+
+    /// A chunk that cannot be written is a write error, reported once, whichever worker wrote it.
+    #[test]
+    fn writer_reports_a_failed_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x");
+        std::fs::write(&path, b"").unwrap();
+        let read_only = std::fs::File::open(&path).unwrap();
+        let w = Writer::new(&read_only, 2);
+        let e = w.write(vec![1u8; 100], 0).unwrap_err();
+        assert!(e.is_write_error(), "{e}");
+        w.flush().unwrap();
+        // Queued while another worker holds the turn: the error comes from the flush.
+        let turn = locked(&w.turn);
+        w.write(vec![2u8; 100], 100).unwrap();
+        drop(turn);
+        assert!(w.flush().unwrap_err().is_write_error());
+    }
 }
