@@ -508,9 +508,10 @@ impl<'a> Archive<'a> {
     }
 
     /// Rebuilds the whole original file into `file` (a regular file, opened for reading and
-    /// writing) with positioned writes: each worker decodes a chunk into a buffer of its own and
-    /// writes it at its place, so that decoding and writing overlap without a writer thread, and
-    /// memory holds one chunk per worker. The file is set to the original's length first. With
+    /// writing) with positioned writes: each worker decodes a chunk into a buffer and writes it
+    /// at its place, or leaves it to the worker that is writing (one writes at a time), so that
+    /// decoding and writing overlap without a writer thread, and memory holds at most three
+    /// chunks per worker. The file is set to the original's length first. With
     /// `opts.verify`, the whole-file checksum is verified as it is written: each chunk's part
     /// is summed while it is still in cache, the bytes between chunks (residue spans, checksum
     /// blocks cut by a chunk's ends) are read back from the file. The chunks are decoded in
@@ -672,7 +673,6 @@ impl<'a> Archive<'a> {
     }
 }
 
-/// The value behind `m` (a panic while it was held leaves nothing half-done that matters here).
 /// Positioned writes of decoded chunks from several workers, one at a time: a worker whose
 /// chunk is ready writes it when no other is writing, and otherwise leaves it to the one that is
 /// and goes on decoding. (Positioned writes from several threads to one file wait on the file's
@@ -755,6 +755,7 @@ impl<'f> Writer<'f> {
     }
 }
 
+/// The value behind `m` (a panic while it was held leaves nothing half-done that matters here).
 fn locked<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
