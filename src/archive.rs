@@ -726,7 +726,7 @@ impl<'f> Writer<'f> {
         self.put(buf, at);
         // What others queued meanwhile (a chunk queued just as this worker stops is written by
         // the next one, or by `flush`).
-        while let Some((b, a)) = locked(&self.queue).pop() {
+        while let Some((b, a)) = self.queued() {
             self.put(b, a);
         }
         drop(turn);
@@ -736,10 +736,16 @@ impl<'f> Writer<'f> {
     /// Writes whatever is still queued.
     fn flush(&self) -> Result<()> {
         let _turn = locked(&self.turn);
-        while let Some((b, a)) = locked(&self.queue).pop() {
+        while let Some((b, a)) = self.queued() {
             self.put(b, a);
         }
         self.error()
+    }
+
+    /// The next chunk queued, the queue's lock released (a `while let` on the lock's guard
+    /// would hold it through the write, and the workers that queue would wait for it).
+    fn queued(&self) -> Option<(Vec<u8>, u64)> {
+        locked(&self.queue).pop()
     }
 
     fn put(&self, buf: Vec<u8>, at: u64) {
