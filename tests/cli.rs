@@ -253,6 +253,32 @@ fn inspect_lists_tensors_and_program_shapes() {
 }
 
 #[test]
+fn inspect_times_each_program_shape() {
+    let (dir, _) = setup();
+    let d = dir.path();
+    ok(&brevis(d, &["compress", "-q", "model.safetensors"]));
+    let o = brevis(d, &["inspect", "--time", "--runs", "2", "model.safetensors.brv"]);
+    ok(&o);
+    let out = stdout(&o);
+    // Every shape line has its time, share and speed; the shares add up to the whole.
+    let shapes: Vec<&str> =
+        out.lines().skip_while(|l| !l.starts_with("program shapes")).skip(1).take_while(|l| !l.is_empty()).collect();
+    assert!(!shapes.is_empty(), "{out}");
+    let mut share = 0.0;
+    for l in &shapes {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        assert!(f[1] == "tensors" && f[4] == "ms" && f[7] == "MB/s", "{l}");
+        share += f[5].trim_end_matches('%').parse::<f64>().unwrap();
+    }
+    assert!((share - 100.0).abs() < 0.1 * shapes.len() as f64, "{out}");
+    assert!(out.contains("decode on one thread: ") && out.contains("the fastest of 2 runs"), "{out}");
+    // Without --time, no times; --runs 0 is refused.
+    let plain = stdout(&brevis(d, &["inspect", "model.safetensors.brv"]));
+    assert!(!plain.contains(" ms ") && !plain.contains("decode on one thread"), "{plain}");
+    assert!(!brevis(d, &["inspect", "--time", "--runs", "0", "model.safetensors.brv"]).status.success());
+}
+
+#[test]
 fn verify_compares_with_the_original() {
     let (dir, m) = setup();
     let d = dir.path();
@@ -382,6 +408,10 @@ fn reference_archives_through_the_binary() {
     let o = brevis(d, &["inspect", "tuned.safetensors.brv"]);
     ok(&o);
     assert!(stdout(&o).contains("norm"));
+    // Timing decodes, which needs the reference: refused, with the reason.
+    let o = brevis(d, &["inspect", "--time", "tuned.safetensors.brv"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("coded against a reference"), "{o:?}");
     no_temp_files(d);
 }
 

@@ -94,7 +94,7 @@ enum Cmd {
     #[command(visible_alias = "d", after_help = EXIT_CODES)]
     Decompress(DecompressArgs),
     /// Show each tensor's program, sizes and bits per element.
-    Inspect { archive: PathBuf },
+    Inspect(InspectArgs),
     /// Check every checksum; with ORIGINAL, also compare the restored bytes with it.
     Verify(VerifyArgs),
 }
@@ -212,6 +212,19 @@ struct DecompressArgs {
     no_preserve: bool,
     #[command(flatten)]
     common: Common,
+}
+
+#[derive(Args)]
+struct InspectArgs {
+    archive: PathBuf,
+    /// Also decode every tensor on one thread and show, per program shape, the decode time, its
+    /// share of the whole and the speed (each tensor the best of --runs, into a buffer already
+    /// touched): where a file's decode time goes.
+    #[arg(long)]
+    time: bool,
+    /// Timed decodes of each tensor with --time (the fastest is kept).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    runs: u32,
 }
 
 #[derive(Args)]
@@ -366,8 +379,8 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
         }
         Cmd::Bench(args) if args.search => bench_search(args),
         Cmd::Bench(args) => bench_speed(args),
-        Cmd::Inspect { archive } => {
-            print_programs(&archive, &open(&archive)?)?;
+        Cmd::Inspect(args) => {
+            print_programs(&args.archive, &open(&args.archive)?, args.time.then_some(args.runs))?;
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Verify(args) => verify(args),
@@ -533,12 +546,57 @@ fn print_gguf(a: &brevis::Archive, archive_len: u64, out: &mut impl Write) -> br
     Ok(())
 }
 
-fn print_programs(path: &Path, file: &std::fs::File) -> Result<(), String> {
+/// Each tensor's decode time on one thread, in seconds: the fastest of `runs` decodes into a
+/// buffer already touched (so that page faults are not timed).
+fn decode_times(a: &brevis::Archive, runs: u32, limit: u64) -> Result<Vec<f64>, String> {
+    if a.needs_reference() {
+        return Err("inspect --time decodes every tensor, and this archive is coded against a reference, which inspect does not take".into());
+    }
+    let largest = (0..a.len()).filter_map(|i| a.info(i)).map(|t| t.nbytes).max().unwrap_or(0);
+    if largest > limit {
+        return Err(format!("inspect --time: a tensor of {largest} bytes is above the memory limit of {limit} bytes"));
+    }
+    let mut buf = vec![1u8; largest as usize];
+    let pool =
+        rayon::ThreadPoolBuilder::new().num_threads(1).build().map_err(|e| format!("cannot start a thread: {e}"))?;
+    pool.install(|| {
+        (0..a.len())
+            .map(|i| {
+                let out = &mut buf[..a.info(i).map_or(0, |t| t.nbytes as usize)];
+                let mut best = f64::INFINITY;
+                for _ in 0..runs {
+                    let t0 = Instant::now();
+                    a.decode_tensor_into(i, out).map_err(|e| e.to_string())?;
+                    best = best.min(t0.elapsed().as_secs_f64());
+                }
+                Ok(best)
+            })
+            .collect()
+    })
+}
+
+/// The table of `inspect`; with `time_runs`, the decode time of each program shape (the fastest
+/// of that many decodes of each tensor).
+fn print_programs(path: &Path, file: &std::fs::File, time_runs: Option<u32>) -> Result<(), String> {
     let name = |e: brevis::Error| format!("{}: {e}", path.display());
     let archive_len = file.metadata().map_err(|e| name(e.into()))?.len();
-    let a = brevis::Archive::open_file(file, brevis::DecodeOptions::default().memory_limit).map_err(name)?;
+    let limit = brevis::DecodeOptions::default().memory_limit;
+    // Timing decodes from the mapped archive, as `decompress` does; the index alone is read in
+    // windows.
+    let map;
+    let a = if time_runs.is_some() {
+        map = Input::of(file).map_err(|e| format!("{}: cannot map: {e}", path.display()))?;
+        brevis::Archive::open_with_limit(&map, limit)
+    } else {
+        brevis::Archive::open_file(file, limit)
+    }
+    .map_err(name)?;
+    let times = match time_runs {
+        Some(runs) => Some(decode_times(&a, runs, limit).map_err(|e| format!("{}: {e}", path.display()))?),
+        None => None,
+    };
     let mut stdout = std::io::stdout().lock();
-    let mut shapes: BTreeMap<String, (usize, u64, u64)> = BTreeMap::new();
+    let mut shapes: BTreeMap<String, (usize, u64, u64, f64)> = BTreeMap::new();
     let (mut orig, mut comp) = (0u64, 0u64);
     let (mut refs, mut ref_saved) = (0usize, 0i64);
     let _ = writeln!(
@@ -575,6 +633,7 @@ fn print_programs(path: &Path, file: &std::fs::File) -> Result<(), String> {
         e.0 += 1;
         e.1 += t.nbytes;
         e.2 += t.compressed_bytes;
+        e.3 += times.as_ref().map_or(0.0, |v| v[i]);
         orig += t.nbytes;
         comp += t.compressed_bytes;
     }
@@ -602,8 +661,27 @@ fn print_programs(path: &Path, file: &std::fs::File) -> Result<(), String> {
     }
     print_gguf(&a, archive_len, &mut stdout).map_err(name)?;
     let _ = writeln!(stdout, "\nprogram shapes:");
-    for (shape, (n, o, c)) in &shapes {
-        let _ = writeln!(stdout, "  {n:>5} tensors  {:>6.2}%  {shape}", pct(*c, *o));
+    let all: f64 = times.iter().flatten().sum();
+    for (shape, (n, o, c, secs)) in &shapes {
+        let time = match times {
+            Some(_) => format!(
+                "  {:>9.2} ms {:>5.1}% {:>6.0} MB/s",
+                secs * 1e3,
+                100.0 * secs / all.max(f64::MIN_POSITIVE),
+                *o as f64 / secs.max(1e-9) / 1e6
+            ),
+            None => String::new(),
+        };
+        let _ = writeln!(stdout, "  {n:>5} tensors  {:>6.2}%{time}  {shape}", pct(*c, *o));
+    }
+    if times.is_some() {
+        let _ = writeln!(
+            stdout,
+            "\ndecode on one thread: {:.2} ms for the tensors' {orig} bytes ({:.0} MB/s), each tensor the fastest of {} runs",
+            all * 1e3,
+            orig as f64 / all.max(1e-9) / 1e6,
+            time_runs.unwrap_or(0)
+        );
     }
     let _ = writeln!(
         stdout,

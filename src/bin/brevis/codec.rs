@@ -182,7 +182,7 @@ fn compress_one(
         progress.finish();
         // The programs go to stdout: not when the archive does.
         if common.verbose && matches!(job.dst, Dst::File(_)) {
-            crate::print_programs(&out, f)?;
+            crate::print_programs(&out, f, None)?;
         }
         Ok(())
     })?;
