@@ -661,7 +661,8 @@ fn print_programs(path: &Path, file: &std::fs::File, time_runs: Option<u32>) -> 
     }
     print_gguf(&a, archive_len, &mut stdout).map_err(name)?;
     let _ = writeln!(stdout, "\nprogram shapes:");
-    let all: f64 = times.iter().flatten().sum();
+    // (A fold from 0: an empty sum of floats is -0.)
+    let all = times.iter().flatten().fold(0.0, |a, t| a + t);
     for (shape, (n, o, c, secs)) in &shapes {
         let time = match times {
             Some(_) => format!(
