@@ -726,9 +726,7 @@ impl<'f> Writer<'f> {
         self.put(buf, at);
         // What others queued meanwhile (a chunk queued just as this worker stops is written by
         // the next one, or by `flush`).
-        while let Some((b, a)) = self.queued() {
-            self.put(b, a);
-        }
+        self.drain();
         drop(turn);
         self.error()
     }
@@ -736,16 +734,21 @@ impl<'f> Writer<'f> {
     /// Writes whatever is still queued.
     fn flush(&self) -> Result<()> {
         let _turn = locked(&self.turn);
-        while let Some((b, a)) = self.queued() {
-            self.put(b, a);
-        }
+        self.drain();
         self.error()
     }
 
-    /// The next chunk queued, the queue's lock released (a `while let` on the lock's guard
-    /// would hold it through the write, and the workers that queue would wait for it).
-    fn queued(&self) -> Option<(Vec<u8>, u64)> {
-        locked(&self.queue).pop()
+    /// Writes the queued chunks (the caller holds the turn), taking each with the queue's lock
+    /// released during the write: a `while let` on the lock's guard would hold it through the
+    /// write, and the workers that queue would wait for it.
+    fn drain(&self) {
+        loop {
+            let next = locked(&self.queue).pop();
+            match next {
+                Some((b, a)) => self.put(b, a),
+                None => return,
+            }
+        }
     }
 
     fn put(&self, buf: Vec<u8>, at: u64) {

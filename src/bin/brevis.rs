@@ -581,8 +581,8 @@ fn print_programs(path: &Path, file: &std::fs::File, time_runs: Option<u32>) -> 
     let name = |e: brevis::Error| format!("{}: {e}", path.display());
     let archive_len = file.metadata().map_err(|e| name(e.into()))?.len();
     let limit = brevis::DecodeOptions::default().memory_limit;
-    // Timing decodes from the mapped archive, as `decompress` does; the index alone is read in
-    // windows.
+    // Timing decodes from the mapped archive (as `decompress` does within its memory limit):
+    // the payloads are not copied in first. Without timing, the index alone is read in windows.
     let map;
     let a = if time_runs.is_some() {
         map = Input::of(file).map_err(|e| format!("{}: cannot map: {e}", path.display()))?;
