@@ -374,6 +374,38 @@ fn slow_winner_is_checked_over_the_whole_tensor() {
     assert_eq!(first(&noise, &SearchOptions { sample_elems: n / 4, ..opts.clone() }), 0);
 }
 
+/// A winner with an LZ leaf gives way to its literal twin (`lanes` for `zstd`) where the twin
+/// costs less over chunks of the tensor, wherever the twin ranked on the sample, and keeps its
+/// place where it does not; only at a level that asks for the check, on a tensor much larger
+/// than the sample, and for a winner that has an LZ leaf.
+#[test]
+fn lz_winner_is_checked_over_chunks() {
+    let (dt, n) = (DType::U8, 1usize << 20);
+    let shape = [n as u64];
+    // Binomial symbols (the bits set in a random byte): no repeats for LZ, and probabilities
+    // that its Huffman-coded literals round where `lanes` does not.
+    let binomial: Vec<u8> = random_bytes(12, n, 0xff).iter().map(|b| b.count_ones() as u8).collect();
+    // A block of noise over and over: LZ copies it, `lanes` codes every byte.
+    let repeats: Vec<u8> = random_bytes(13, 4096, 0xff).iter().copied().cycle().take(n).collect();
+    let (lz, literal) = (zstd(9), lanes());
+    assert_eq!(twins::literal_twin(&lz), Some(literal.clone()));
+    assert_eq!(twins::literal_twin(&rans()), None);
+    let opts = SearchOptions { sample_elems: 1 << 14, chunk_elems: 1 << 16, ..SearchOptions::new(n) };
+    let first = |data: &Vec<u8>, programs: &[&Node], opts: &SearchOptions| {
+        let t = TensorView { name: "w", dtype: &dt, shape: &shape, word_bits: 8, bytes: data.into(), reference: None };
+        let mut ranked = vec![(100, 0), (150, 1), (200, 2)];
+        Confirm { t: &t, opts, programs, sample_elems: opts.sample_elems }.lz_winner(&mut ranked).unwrap();
+        ranked.iter().map(|r| r.1).collect::<Vec<_>>()
+    };
+    let programs: &[&Node] = &[&lz, &raw(), &literal];
+    assert_eq!(first(&binomial, programs, &opts), [2, 0, 1], "lanes is smaller on binomial symbols");
+    assert_eq!(first(&repeats, programs, &opts), [0, 1, 2], "zstd copies the repeats");
+    assert_eq!(first(&binomial, &[&rans(), &raw(), &literal], &opts), [0, 1, 2], "no LZ leaf, no check");
+    assert_eq!(first(&binomial, &[&lz, &raw(), &rans()], &opts), [0, 1, 2], "no twin ranked, no check");
+    assert_eq!(first(&binomial, programs, &SearchOptions { confirm_whole: false, ..opts.clone() }), [0, 1, 2]);
+    assert_eq!(first(&binomial, programs, &SearchOptions { sample_elems: n / 4, ..opts.clone() }), [0, 1, 2]);
+}
+
 /// A tensor of the same kind as an earlier one compares twice as many of that tensor's ranked
 /// programs as the level keeps finalists: a runner-up (here the third) can win on its data, one
 /// ranked further down is not tried.

@@ -29,6 +29,9 @@ pub(super) fn add(found: &mut Vec<search::Found>, opts: &SearchOptions, whole: O
         add_twin(found, mask_twin);
         add_twin(found, context_twin);
     }
+    // So does the twin with each LZ leaf coded by `lanes`, which the sample can misjudge
+    // (`Confirm::lz_winner` checks it over the tensor).
+    add_twin(found, literal_twin);
     // So does the twin whose float split keeps WIDER_HEAD more mantissa bits in its head.
     add_twin(found, wider_head_twin);
     // The packed twin of a block split competes too: on the screen, the table of a byte
@@ -81,6 +84,15 @@ pub(super) fn fast_twin(p: &Node) -> Option<Node> {
         _ => None,
     };
     leaf.or_else(|| with_children(p, p.children.iter().map(fast_twin).collect()))
+}
+
+/// `p` with each `zstd` leaf coded by `lanes` (order 0, as LZ codes the literals of a stream
+/// with few repeats, and faster to decode); None when it has none.
+pub(super) fn literal_twin(p: &Node) -> Option<Node> {
+    match &p.op {
+        Op::Zstd(_) => Some(lanes()),
+        _ => with_children(p, p.children.iter().map(literal_twin).collect()),
+    }
 }
 
 /// Mask words (bytes of `sparse(8)`'s mask) whose set bits are the context of the mask twin's
