@@ -451,7 +451,7 @@ struct Confirm<'a, 'b> {
 }
 
 impl Confirm<'_, '_> {
-    /// Both checks on `ranked` (sorted (score, position in `programs`)), which they reorder.
+    /// The checks on `ranked` (sorted (score, position in `programs`)), which they reorder.
     fn run(&self, ranked: &mut [(usize, usize)]) -> Result<()> {
         self.slow_winner(ranked)?;
         self.lz_winner(ranked)?;
