@@ -567,6 +567,9 @@ pub fn packed_layout(id: u32) -> Option<Layout> {
     Some(Layout { block_bytes, fields })
 }
 
+/// Bytes of blocks [`Blocks::inverse_into`] completes at a time (well within L1).
+const TILE_BYTES: usize = 8 << 10;
+
 /// The ggml type ids `blocks` splits.
 pub const TYPES: [u32; 15] = [2, 3, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 20, 35, 39];
 
@@ -710,19 +713,28 @@ impl Blocks {
         // Every kernel masks the values to their field's bits; bit pieces are or-ed in, the
         // other kinds assign whole bytes.
         let cleared = self.layout.or_bytes();
-        if !cleared.is_empty() {
-            for blk in body.chunks_exact_mut(b) {
-                for r in &cleared {
-                    blk[r.clone()].fill(0);
+        // A tile of blocks at a time, every field into it: each line of `out` is fetched once
+        // and completed while it is in L1 (a field at a time over the whole body fetches each
+        // line once per field).
+        let tile = (TILE_BYTES / b).max(1);
+        for (i, body) in body.chunks_mut(tile * b).enumerate() {
+            if !cleared.is_empty() {
+                for blk in body.chunks_exact_mut(b) {
+                    for r in &cleared {
+                        blk[r.clone()].fill(0);
+                    }
                 }
             }
-        }
-        for (f, s) in self.layout.fields.iter().zip(&parts[1..]) {
-            match &s.data {
-                Data::U8(v) => scatter_u8(f, v, body, b),
-                Data::U16(v) => scatter(f, v, body, b),
-                Data::U32(v) => scatter(f, v, body, b),
-                Data::U64(v) => scatter(f, v, body, b),
+            let blocks = i * tile..i * tile + body.len() / b;
+            for (f, s) in self.layout.fields.iter().zip(&parts[1..]) {
+                let m = f.count();
+                let vals = blocks.start * m..blocks.end * m;
+                match &s.data {
+                    Data::U8(v) => scatter_u8(f, &v[vals], body, b),
+                    Data::U16(v) => scatter(f, &v[vals], body, b),
+                    Data::U32(v) => scatter(f, &v[vals], body, b),
+                    Data::U64(v) => scatter(f, &v[vals], body, b),
+                }
             }
         }
         Ok(())
@@ -820,6 +832,8 @@ mod tests {
         assert!(matches!(layout(11).unwrap().fields[2].kind, Kind::Crumbs { qs: 32, hmask: Some(0) }));
     }
 
+    /// Any phase of the blocks against the stream's start, any length: short ones, and bodies of
+    /// several tiles.
     #[test]
     fn round_trip_at_any_phase() {
         for op in TYPES.into_iter().map(Blocks::new).chain(PACKED_TYPES.into_iter().map(Blocks::packed)) {
@@ -827,7 +841,8 @@ mod tests {
             let id = op.ggml;
             let b = op.block_bytes();
             let mut s = 0x9E37_79B9_7F4A_7C15u64;
-            let bytes: Vec<u8> = (0..3 * b + 7)
+            // Several tiles of `inverse_into`, and a tile's part at the end.
+            let bytes: Vec<u8> = (0..(3 * TILE_BYTES / b + 3) * b + 7)
                 .map(|_| {
                     s ^= s << 13;
                     s ^= s >> 7;
