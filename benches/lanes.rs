@@ -19,7 +19,8 @@ use std::time::Duration;
 
 const N: usize = 1 << 19;
 
-/// `lanes_decode` (the order-0 block `lblock` of `syms`) and `lanes_decode_runs` (the `prev`
+/// `lanes_decode` (the order-0 block `lblock` of `syms`), `lanes_decode_split` (the same symbols
+/// as a split block: two streams, `lanes::SPLIT_MIN`) and `lanes_decode_runs` (the `prev`
 /// block `lprev`, whose symbols come back in run order, moved 64 steps at a time, as `lanes(adj)`
 /// does) at `isa`, each checked before it is timed.
 fn decodes(
@@ -34,6 +35,14 @@ fn decodes(
     assert!(out == syms);
     g.bench_function(BenchmarkId::new("lanes_decode", isa.name()), |b| {
         b.iter(|| lanes::decode_at(isa, lblock, &mut out).unwrap())
+    });
+    // The same symbols as a split block (two streams decoded together at the AVX-512 level).
+    let mut split = Vec::new();
+    lanes::encode_block(isa, syms, lanes::Ctx::None, true, &mut split).unwrap();
+    lanes::decode_block(isa, &split, lanes::Ctx::None, true, &mut out).unwrap();
+    assert!(out == syms);
+    g.bench_function(BenchmarkId::new("lanes_decode_split", isa.name()), |b| {
+        b.iter(|| lanes::decode_block(isa, &split, lanes::Ctx::None, true, &mut out).unwrap())
     });
     let mut want = vec![0u16; syms.len()];
     simd::from_runs(syms, &mut want);

@@ -256,6 +256,47 @@ fn split_file() -> (Vec<u8>, Vec<Option<Node>>) {
     (file, tensors.into_iter().map(|t| Some(t.4)).collect())
 }
 
+/// Version 14: `lanes` blocks split into two streams (at least `SPLIT_MIN` symbols in a chunk):
+/// bytes with a long tail (escapes), 16-bit words in two far apart regimes that persist along
+/// each lane (mapped, `prev` classes), and a bf16 tensor whose head symbols take them under
+/// `fields` (the fused writer's path); the last segment of each is short.
+fn halves_file() -> (Vec<u8>, Vec<Option<Node>>) {
+    use brevis::internals::coder::lanes::{SEGMENT, SPLIT_MIN};
+    let mut g = Lcg(14);
+    let n = SPLIT_MIN + 3 * SEGMENT + 17;
+    let bytes: Vec<u8> = (0..n)
+        .map(|_| match g.next() % 1000 {
+            0..=3 => (g.next() % 200) as u8 + 40,
+            k => ((k as u32 * 2654435761) >> 29) as u8 + ((k % 7 == 0) as u8),
+        })
+        .collect();
+    let mut regime = [false; 32];
+    let words: Vec<u8> = (0..SPLIT_MIN + 1000)
+        .flat_map(|i| {
+            let lane = &mut regime[i % 32];
+            if g.next().is_multiple_of(16) {
+                *lane = !*lane;
+            }
+            let w = if *lane { 60_000 + (g.next() % 9) as u16 } else { (g.next() % 12) as u16 };
+            w.to_le_bytes()
+        })
+        .collect();
+    // Sign and the low four mantissa bits zero: constants under `fields`.
+    let bf: Vec<u8> = (0..SPLIT_MIN + SEGMENT + 5)
+        .flat_map(|_| {
+            let e = 117 + (g.next() % 3 + g.next() % 3) as u16;
+            ((e << 7) | ((g.next() as u16 & 7) << 4)).to_le_bytes()
+        })
+        .collect();
+    let tensors = vec![
+        ("bytes", "U8", vec![n as u64], bytes, lanes()),
+        ("words", "U16", vec![(SPLIT_MIN + 1000) as u64], words, lanes_prev()),
+        ("w.bf16", "BF16", vec![(SPLIT_MIN + SEGMENT + 5) as u64], bf, fields(8, 7, 3, [lanes(), konst(0), konst(0)])),
+    ];
+    let file = safetensors("brevis golden v14", &tensors, None, b"");
+    (file, tensors.into_iter().map(|t| Some(t.4)).collect())
+}
+
 /// Version 8: `sparse(g)` over 2:4-pruned fp16 and unstructured-pruned bf16 and fp32 words, the
 /// values split as floats or byte planes, chunks (2^14 bytes) that end inside a group.
 fn sparse_file() -> (Vec<u8>, Vec<Option<Node>>) {
@@ -514,8 +555,16 @@ fn write_golden() {
     let (pop_in, pop_programs) = pop_file();
     let pop_opts = opts.clone().with_chunk_bytes(1 << 17);
     let pop = brevis::internals::compress_with_programs(&pop_in, &pop_opts, &|i, _| pop_programs[i].clone()).unwrap();
+    // Version 14: split `lanes` blocks (chunks of 1 MiB).
+    let (halves_in, halves_programs) = halves_file();
+    let halves =
+        brevis::internals::compress_with_programs(&halves_in, &brevis::Options::default().with_threads(1), &|i, _| {
+            halves_programs[i].clone()
+        })
+        .unwrap();
     let mut manifest = String::new();
     for (name, archive, original, refname) in [
+        ("halves", &halves, &halves_in, ""),
         ("pop", &pop, &pop_in, ""),
         ("palette", &palette, &palette_in, ""),
         ("lowmaster", &lowmaster, &lowmaster_in, ""),
@@ -788,6 +837,36 @@ fn golden_v12_archive_covers_pop_contexts() {
             assert!(tables > 1, "a mask block of one table");
         }
     }
+}
+
+/// Version 14's golden archive holds split `lanes` blocks: each tensor's first chunk holds at
+/// least `SPLIT_MIN` symbols in a leaf of kind 4 or 5, whose block decodes as a split block and
+/// not as a block of one stream; its input is still what the generator makes.
+#[test]
+fn golden_v14_archive_covers_split_lanes() {
+    use brevis::internals::coder::lanes::{self, Ctx, SPLIT_MIN};
+    use brevis::internals::dsl::ops::lanes::Lanes;
+    let (file, _) = halves_file();
+    let archive = golden_archive(14, "halves.brv", &file);
+    let a = brevis::Archive::open(&archive).unwrap();
+    let found: Vec<String> = (0..a.len()).map(|i| a.info(i).unwrap().program()).collect();
+    assert_eq!(found, ["lanes", "lanes(prev)", "fields(e8,m7,k3)[lanes, const(0x0), const(0x0)]"]);
+    let index = brevis::internals::index(&a);
+    // The root leaves' blocks: the payload is the leaf's length-prefixed block.
+    for (t, ctx) in index.tensors.iter().zip([Ctx::None, Ctx::Prev]) {
+        let Op::Lanes(Lanes { split: true, .. }) = t.program.op else { panic!("{}: not a split leaf", t.name) };
+        let c = &t.chunks[0];
+        assert!(c.elems as usize >= SPLIT_MIN);
+        let mut r = ByteReader::new(&archive[c.offset as usize..(c.offset + c.len) as usize]);
+        let block = r.bytes().unwrap();
+        let isa = brevis::internals::simd::isa();
+        let mut out = vec![0u16; c.elems as usize];
+        assert_eq!(lanes::decode_block(isa, block, ctx, true, &mut out).unwrap(), block.len());
+        let one = lanes::decode_block(isa, block, ctx, false, &mut vec![0u16; c.elems as usize]);
+        assert!(one.map_or(true, |used| used != block.len()), "{}: decodes as one stream", t.name);
+    }
+    assert!(matches!(index.tensors[2].program.children[0].op, Op::Lanes(Lanes { split: true, .. })));
+    assert_eq!(brevis::decompress(&archive).unwrap(), file);
 }
 
 /// Version 8's golden archive holds `sparse` at three group sizes over tensors that span several

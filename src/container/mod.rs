@@ -22,7 +22,7 @@ pub use writer::{write_archive, Writer};
 pub const MAGIC: [u8; 8] = *b"\x89BRV\r\n\x1a\n";
 pub const END_MAGIC: [u8; 8] = *b"BRVINDEX";
 /// Format version written by this build.
-pub const VERSION: u16 = 13;
+pub const VERSION: u16 = 14;
 /// Oldest format version this build reads.
 pub const MIN_VERSION: u16 = 1;
 pub const HEADER_LEN: usize = 16;

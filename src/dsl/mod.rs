@@ -595,7 +595,7 @@ impl Node {
             Op::Rans(Rans { ctx: LeafCtx::Back(d), split }) if *d > 1 => {
                 if *split { "rans(back, split)" } else { "rans(back)" }.to_string()
             }
-            Op::Lanes(Lanes { ctx: LanesCtx::Interleaved(crate::coder::lanes::Ctx::Back(_)) }) => {
+            Op::Lanes(Lanes { ctx: LanesCtx::Interleaved(crate::coder::lanes::Ctx::Back(_)), .. }) => {
                 "lanes(back)".to_string()
             }
             _ => self.head(),
@@ -724,7 +724,7 @@ pub mod build {
         Node::leaf(Op::Lanes(Lanes::interleaved(crate::coder::lanes::Ctx::Back(d))))
     }
     pub fn lanes_adj() -> Node {
-        Node::leaf(Op::Lanes(Lanes { ctx: LanesCtx::Adjacent }))
+        Node::leaf(Op::Lanes(Lanes::adjacent()))
     }
     pub fn huffman() -> Node {
         Node::leaf(Op::Huffman(Huffman))

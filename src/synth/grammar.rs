@@ -103,7 +103,7 @@ pub fn label_of(op: &Op, t: &TensorCtx) -> String {
             LeafCtx::Pop(_) => "rans(pop)".into(),
         },
         Op::Huffman(_) => "huffman".into(),
-        Op::Lanes(Lanes { ctx: LanesCtx::Interleaved(coder::lanes::Ctx::Back(d)) }) => match Some(*d as u64) {
+        Op::Lanes(Lanes { ctx: LanesCtx::Interleaved(coder::lanes::Ctx::Back(d)), .. }) => match Some(*d as u64) {
             c if c == t.channel || c == t.lag => "lanes(back ch)".into(),
             r if r == t.row => "lanes(back row)".into(),
             _ => "lanes(back)".into(),
@@ -206,7 +206,7 @@ fn entropy_leaves(t: &TensorCtx, hole: &HoleView, push: &mut impl FnMut(Op)) {
         if n > coder::lanes::LANES {
             push(Op::Lanes(Lanes::interleaved(coder::lanes::Ctx::Prev)));
             // The adjacent word, each lane owning a contiguous run.
-            push(Op::Lanes(Lanes { ctx: LanesCtx::Adjacent }));
+            push(Op::Lanes(Lanes::adjacent()));
         }
         // The word one channel or one row back, when it is of the same lane.
         if hole.aligned {
@@ -467,7 +467,9 @@ impl Estimate {
             Op::Zstd(_) => (self.lz, self.lz),
             Op::Rans(Rans { ctx: LeafCtx::None, .. })
             | Op::Huffman(_)
-            | Op::Lanes(Lanes { ctx: LanesCtx::Interleaved(coder::lanes::Ctx::None) }) => (self.order0, self.entropy),
+            | Op::Lanes(Lanes { ctx: LanesCtx::Interleaved(coder::lanes::Ctx::None), .. }) => {
+                (self.order0, self.entropy)
+            }
             Op::Rans(_) => (self.order0 * ctx, self.entropy * ctx),
             // Predictions (differences with the previous word, the word above, the reference)
             // and a palette per group (each word an index among a few) can remove almost

@@ -131,7 +131,7 @@ fn context_twin(p: &Node) -> Option<Node> {
     let leaf = match &p.op {
         Op::Huffman(_)
         | Op::Rans(Rans { ctx: LeafCtx::None, .. })
-        | Op::Lanes(Lanes { ctx: LanesCtx::Interleaved(Ctx::None) }) => Some(rans_prev()),
+        | Op::Lanes(Lanes { ctx: LanesCtx::Interleaved(Ctx::None), .. }) => Some(rans_prev()),
         _ => None,
     };
     leaf.or_else(|| with_children(p, p.children.iter().map(context_twin).collect()))
@@ -186,7 +186,7 @@ fn packed_twin(p: &Node) -> Option<Node> {
         let scaled =
             |d: u64| (d * count as u64).is_multiple_of(per_block as u64).then(|| d * count as u64 / per_block as u64);
         match &quants.op {
-            Op::Lanes(Lanes { ctx: LanesCtx::Interleaved(Ctx::Back(d)) }) => {
+            Op::Lanes(Lanes { ctx: LanesCtx::Interleaved(Ctx::Back(d)), .. }) => {
                 match scaled(*d as u64).filter(|&e| e > LANES as u64 && e % LANES as u64 == 0 && e <= MAX_BACK as u64) {
                     Some(e) => Node::leaf(Op::Lanes(Lanes::interleaved(Ctx::Back(e as u32)))),
                     None => lanes(),

@@ -91,6 +91,23 @@
 //! Decoding checks every state ends at `2^16` (the encoder's initial state), every word and escape is
 //! used, so truncation and most damage are detected.
 //!
+//! ## Split blocks
+//!
+//! A leaf that allows it (`split`: the DSL's context kinds 4 and 5, format version 14) codes a
+//! block of at least [`SPLIT_MIN`] symbols (`None` or `Prev` context) as two *streams*: the
+//! block's segments of [`SEGMENT`] symbols (64 steps; the last may be shorter) go to stream 0 and
+//! stream 1 in turn (segments `0, 2, ..` and `1, 3, ..`), and each stream is coded as a block's
+//! symbols are, with the block's one table: its own 32 lanes, states, escapes and words (its
+//! `prev` context the lane's previous symbol in the stream, so a segment's first step takes it
+//! from the stream's segment before). The layout after the table: `varint(words)` of stream 0
+//! then of stream 1; if some symbol is escaped, `varint(escapes)` of each; the final states of
+//! stream 0, then of stream 1; the escape stream of each (each byte aligned); the words of
+//! stream 0, then of stream 1. The decoder decodes a segment of each stream at a time: the two
+//! sets of 32 chains are independent, and the AVX-512 decoder interleaves them in one loop
+//! (`decode/avx512.rs`, `pair_wide`), where a block's one set waits on the latency of its
+//! chains. Every level reads stream 0's escapes of a segment pair before stream 1's, so that
+//! errors agree.
+//!
 //! # Where the code is
 //!
 //! * `model`: the table part of the wire form (`Spec`), its reader and writer,
@@ -110,9 +127,12 @@ mod plan;
 mod tests;
 
 pub use decode::{
-    decode, decode_at, decode_ctx, decode_ctx_at, decode_runs, decode_runs_at, decode_runs_checked, decode_with,
+    decode, decode_at, decode_block, decode_ctx, decode_ctx_at, decode_runs, decode_runs_at, decode_runs_checked,
+    decode_with,
 };
-pub use encode::{encode, encode_at, encoded_len, encoded_len_at, estimated_len};
+pub use encode::{
+    encode, encode_at, encode_block, encoded_len, encoded_len_at, encoded_len_block, estimated_len, estimated_len_block,
+};
 
 use crate::error::Result;
 use model::{read_spec, SpecReader};
@@ -157,6 +177,26 @@ impl Ctx {
 
 /// Interleaved states: symbol `i` is coded by state `i % LANES`.
 pub const LANES: usize = crate::simd::RUNS;
+/// Symbols per segment of a split block (64 steps): the block's two streams take its segments
+/// in turn.
+pub const SEGMENT: usize = 2048;
+/// Fewest symbols of a block that is split, where the leaf allows it (`split`, format version
+/// 14): the second stream's 32 states (128 bytes) pay for its faster decoding from about this
+/// many symbols at the default level's decode price.
+pub const SPLIT_MIN: usize = 1 << 18;
+
+/// Whether a block of `n` symbols of a leaf that allows splitting (`split`) is split.
+pub fn splits(split: bool, n: usize) -> bool {
+    split && n >= SPLIT_MIN
+}
+
+/// The lengths of the two streams of a split block of `n` symbols: segments `0, 2, 4, ..` and
+/// `1, 3, 5, ..`.
+fn stream_lens(n: usize) -> [usize; 2] {
+    let (whole, rest) = (n / SEGMENT, n % SEGMENT);
+    let a = whole.div_ceil(2) * SEGMENT + if whole % 2 == 0 { rest } else { 0 };
+    [a, n - a]
+}
 /// Lower bound of a state (and the encoder's initial state).
 const L: u32 = 1 << 16;
 /// Table precisions (bits).

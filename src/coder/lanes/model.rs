@@ -277,7 +277,8 @@ pub(super) fn spec_bits(spec: &Spec) -> u64 {
     if spec.syms.len() == 1 {
         return bits;
     }
-    let extended = if spec.thresholds.len() < SHORT_CLASSES { 0 } else { 5 };
+    // The extended header: 2 bits of marker before `r - 1`, and 3 bits of `K - 1` for 2.
+    let extended = if spec.thresholds.len() < SHORT_CLASSES { 0 } else { 3 };
     bits += 6 + extended + gamma_len(spec.q_t as u64 + 1);
     bits += signed_seq_bits(&spec.q);
     let mut prev = 0u64;

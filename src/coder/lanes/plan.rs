@@ -521,3 +521,31 @@ impl BytePairs<'_> {
         }
     }
 }
+
+/// [`plan`] of a block that is split ([`super::splits`]): the classes are counted over the
+/// block's order, where a stream's first step of a segment takes its context from its segment
+/// before, two back in the block (`p - SEGMENT - 32` for symbol `p`), not from the step before.
+/// A (class, rank) pair that only those steps have gets a slot (the smallest count), so that
+/// every symbol codes.
+pub(super) fn split_plan(symbols: &[u16], ctx: Ctx) -> Result<(Plan, usize)> {
+    let (mut plan, alphabet) = plan(symbols, ctx)?;
+    let Some(spec) = plan.spec.as_mut().filter(|s| !s.class_v.is_empty()) else { return Ok((plan, alphabet)) };
+    let rank_of = rank_table(&plan.model, alphabet);
+    let class_of = |r: u8| spec.thresholds.iter().filter(|&&t| t <= r as u16).count();
+    let seg = super::SEGMENT;
+    let mut missing = false;
+    for p in (0..symbols.len()).filter(|p| p % seg < LANES) {
+        // Stream order: the same lane's symbol in the stream's segment before (rank 0 in a
+        // stream's first segment).
+        let c = if p >= 2 * seg { class_of(rank_of[symbols[p - seg - LANES] as usize]) } else { 0 };
+        let v = &mut spec.class_v[c][rank_of[symbols[p] as usize] as usize];
+        if *v == 0 {
+            *v = 1;
+            missing = true;
+        }
+    }
+    if missing {
+        plan.model = build_model(spec)?;
+    }
+    Ok((plan, alphabet))
+}

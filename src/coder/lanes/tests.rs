@@ -74,7 +74,7 @@ fn round_trip(symbols: &[u16], ctx: Ctx) -> Vec<u8> {
     // The AVX-512 kernel with either table lookup (the hardware gather on Intel's cores).
     for k in Kernel::all() {
         let mut dec = vec![0xAAAAu16; symbols.len()];
-        assert_eq!(decode_ctx_kernel(k, &out[3..], ctx, &mut dec).unwrap(), block.len(), "{k:?}");
+        assert_eq!(decode_ctx_kernel(k, &out[3..], ctx, false, &mut dec).unwrap(), block.len(), "{k:?}");
         assert!(dec == symbols, "{k:?} n {} ctx {ctx:?}", symbols.len());
     }
     for l in crate::simd::available() {
@@ -386,9 +386,10 @@ fn levels_agree_on_damaged_blocks() {
     }
 }
 
-/// `block` with only the first `1 / keep` of its escapes (the escape count and bits cut, the
-/// words intact), or `None` without escapes: decoding fails at the first escape past them.
-fn forge_escapes(block: &[u8], keep: u64) -> Option<Vec<u8>> {
+/// `block` (of streams of `lens` symbols: one, or the two of a split block) with only the first
+/// `1 / keep[s]` of stream `s`'s escapes (the escape counts and bits cut, the words intact), or
+/// `None` without escapes: decoding fails at the first escape past them.
+fn forge_escapes(block: &[u8], lens: &[usize], keep: &[u64]) -> Option<Vec<u8>> {
     let mut r = SpecReader::new(block);
     let model = build_model(&read_spec(&mut r, &mut 0).ok()??).ok()?;
     if model.escs.is_empty() {
@@ -396,18 +397,49 @@ fn forge_escapes(block: &[u8], keep: u64) -> Option<Vec<u8>> {
     }
     let head = r.bytes_consumed();
     let mut br = ByteReader::new(&block[head..]);
-    let nwords = br.varint().ok()?;
-    let n_esc = br.varint().ok()?;
-    let states = br.take(4 * LANES).ok()?;
+    let nwords: Vec<u64> = lens.iter().map(|_| br.varint().ok()).collect::<Option<_>>()?;
+    let n_esc: Vec<u64> = lens.iter().map(|_| br.varint().ok()).collect::<Option<_>>()?;
+    let states = br.take(lens.iter().map(|&m| 4 * m.min(LANES)).sum()).ok()?;
     let esc_bytes = |e: u64| (e * model.esc_bits() as u64).div_ceil(8) as usize;
-    let esc_data = br.take(esc_bytes(n_esc)).ok()?;
+    let esc_data: Vec<&[u8]> = n_esc.iter().map(|&e| br.take(esc_bytes(e)).ok()).collect::<Option<_>>()?;
     let mut out = block[..head].to_vec();
-    put_varint(&mut out, nwords);
-    put_varint(&mut out, n_esc / keep);
+    for &w in &nwords {
+        put_varint(&mut out, w);
+    }
+    for (&e, &k) in n_esc.iter().zip(keep) {
+        put_varint(&mut out, e / k);
+    }
     out.extend_from_slice(states);
-    out.extend_from_slice(&esc_data[..esc_bytes(n_esc / keep)]);
+    for ((d, &e), &k) in esc_data.iter().zip(&n_esc).zip(keep) {
+        out.extend_from_slice(&d[..esc_bytes(e / k)]);
+    }
     out.extend_from_slice(br.rest());
     Some(out)
+}
+
+/// Decodes `b` as `m` symbols with each of `kernels`, and asserts that they give the same result
+/// (the same symbols, or the same error, which joins `errors`).
+fn kernels_agree(
+    kernels: &[Kernel],
+    b: &[u8],
+    ctx: Ctx,
+    split: bool,
+    m: usize,
+    errors: &mut std::collections::BTreeSet<String>,
+    what: &str,
+) {
+    let results: Vec<_> = kernels
+        .iter()
+        .map(|&k| {
+            let mut out = vec![0u16; m];
+            decode_ctx_kernel(k, b, ctx, split, &mut out).map(|u| (u, out)).map_err(|e| e.to_string())
+        })
+        .collect();
+    let errs: Vec<_> = results.iter().map(|r| r.as_ref().err()).collect();
+    assert!(results.windows(2).all(|w| w[0] == w[1]), "kernels disagree ({what}): {errs:?}");
+    if let Err(e) = &results[0] {
+        errors.insert(e.clone());
+    }
 }
 
 /// Blocks cut or damaged in their word stream, and decodes of the wrong length: every level
@@ -450,20 +482,9 @@ fn levels_give_the_same_errors() {
         for m in [n / 2, n - 33, n - 1, n + 1, n + 32, n + 1000] {
             cases.push((block.clone(), m));
         }
-        cases.extend([1, 3].into_iter().filter_map(|keep| Some((forge_escapes(&block, keep)?, n))));
+        cases.extend([1, 3].into_iter().filter_map(|keep| Some((forge_escapes(&block, &[n], &[keep])?, n))));
         for (b, m) in &cases {
-            let results: Vec<_> = kernels
-                .iter()
-                .map(|&k| {
-                    let mut out = vec![0u16; *m];
-                    decode_ctx_kernel(k, b, ctx, &mut out).map(|u| (u, out)).map_err(|e| e.to_string())
-                })
-                .collect();
-            let errs: Vec<_> = results.iter().map(|r| r.as_ref().err()).collect();
-            assert!(results.windows(2).all(|w| w[0] == w[1]), "kernels disagree ({ctx:?}): {errs:?}");
-            if let Err(e) = &results[0] {
-                errors.insert(e.clone());
-            }
+            kernels_agree(&kernels, b, ctx, false, *m, &mut errors, &format!("{ctx:?}"));
         }
     }
     // The cases reach the errors of the decoding loops, not only those of the header.
@@ -626,10 +647,10 @@ fn forced_tables_round_trip() {
         let model = build_model(&spec).ok()?;
         let mut out = Vec::new();
         let plan = Plan { spec: Some(spec), model, est: 0.0 };
-        write_block(Isa::Scalar, symbols, crate::coder::alphabet_of(symbols), &plan, LANES, &mut out);
+        write_block(Isa::Scalar, symbols, crate::coder::alphabet_of(symbols), &plan, LANES, false, &mut out);
         for l in crate::simd::available() {
             let mut o = Vec::new();
-            write_block(l, symbols, crate::coder::alphabet_of(symbols), &plan, LANES, &mut o);
+            write_block(l, symbols, crate::coder::alphabet_of(symbols), &plan, LANES, false, &mut o);
             assert!(o == out, "{l:?} n {} prec {prec} q_t {q_t} thresholds {thresholds:?}", symbols.len());
         }
         Some(out)
@@ -894,7 +915,7 @@ fn segments_give_what_decode_gives() {
                 assert!(block_classes(&block).unwrap() > 1, "the rows take classes ({ctx:?})");
             }
             let mut got = Vec::new();
-            let used = decode_with(&block, ctx, n, |start, s| {
+            let used = decode_with(&block, ctx, false, n, |start, s| {
                 assert_eq!(start, got.len());
                 got.extend_from_slice(s);
                 Ok(())
@@ -903,20 +924,22 @@ fn segments_give_what_decode_gives() {
             assert_eq!((used, &got), (block.len(), &syms), "n {n} source {k} {ctx:?}");
             if n == 3 * seg + 17 {
                 for cut in [0, block.len() / 2, block.len() - 1] {
-                    assert!(decode_with(&block[..cut], ctx, n, |_, _| Ok(())).is_err(), "cut {cut}");
+                    assert!(decode_with(&block[..cut], ctx, false, n, |_, _| Ok(())).is_err(), "cut {cut}");
                 }
-                let failing = decode_with(
-                    &block,
-                    ctx,
-                    n,
-                    |start, _| {
-                        if start > 0 {
-                            Err(Error::corrupt("sink"))
-                        } else {
-                            Ok(())
-                        }
-                    },
-                );
+                let failing =
+                    decode_with(
+                        &block,
+                        ctx,
+                        false,
+                        n,
+                        |start, _| {
+                            if start > 0 {
+                                Err(Error::corrupt("sink"))
+                            } else {
+                                Ok(())
+                            }
+                        },
+                    );
                 assert!(failing.is_err());
             }
         }
@@ -944,4 +967,102 @@ fn runs_into_bytes_give_what_decode_runs_gives() {
             assert_eq!(r.is_err(), syms.iter().any(|&v| v >= 150), "n {n} isa {l:?}");
         }
     }
+}
+
+/// Split blocks: the two streams take the segments in turn; every level encodes the same bytes
+/// and decodes the symbols, whole or a segment at a time (and as an unsplit block where the
+/// block is shorter than `SPLIT_MIN`), with every kind of table (direct, mapped, escapes,
+/// context classes); damaged or cut, every kernel gives the same result, the same error
+/// included, and the escapes of each stream are checked.
+#[test]
+fn split_blocks_round_trip_and_agree_when_damaged() {
+    assert_eq!(stream_lens(5 * SEGMENT + 7), [3 * SEGMENT, 2 * SEGMENT + 7]);
+    assert_eq!(stream_lens(4 * SEGMENT + 7), [2 * SEGMENT + 7, 2 * SEGMENT]);
+    let kernels = Kernel::all();
+    let mut seed = 23;
+    let mut errors = std::collections::BTreeSet::new();
+    for n in [SPLIT_MIN - 1, SPLIT_MIN, SPLIT_MIN + SEGMENT + 17, SPLIT_MIN + 3 * SEGMENT - 5] {
+        let rare: Vec<u16> = (0..n)
+            .map(|_| match lcg(&mut seed) % 100 {
+                0..=44 => 3,
+                45..=89 => 60_000,
+                _ => (lcg(&mut seed) % 3000) as u16 * 20,
+            })
+            .collect();
+        // Rows of 64 with noise: a context pair that the block's order never has comes at a
+        // segment's first step of a stream (`split_plan` gives every pair a slot).
+        let rows: Vec<u16> = (0..n).map(|i| ((i % 64) * 7 % 61 + (lcg(&mut seed) % 3) as usize) as u16).collect();
+        let sources = [
+            (geometric(n, &mut seed, 40), Ctx::None),
+            (bf16_heads(n, &mut seed, 0.02), Ctx::Prev),
+            (lane_regimes(n, &mut seed), Ctx::Prev),
+            (rare, Ctx::None),
+            (rows, Ctx::Prev),
+        ];
+        for (k, (syms, ctx)) in sources.iter().enumerate() {
+            let mut block = Vec::new();
+            encode_block(Isa::Scalar, syms, *ctx, true, &mut block).unwrap();
+            for &l in &crate::simd::available() {
+                let mut again = Vec::new();
+                encode_block(l, syms, *ctx, true, &mut again).unwrap();
+                assert!(again == block, "{l:?} encodes other bytes (n {n}, source {k})");
+            }
+            assert_eq!(encoded_len_block(Isa::Scalar, syms, *ctx, true).unwrap(), block.len(), "n {n} source {k}");
+            let est = estimated_len_block(syms, *ctx, true).unwrap() as i64;
+            let len = block.len() as i64;
+            // A stream's first step of a segment takes its context from its previous segment, two
+            // back in the block: `prev` loses a little where the lanes' regimes persist.
+            let slack = if *ctx == Ctx::Prev { len / 100 } else { len / 500 };
+            assert!((est - len).abs() <= 256 + slack, "estimated {est}, coded {len}, n {n}, source {k}");
+            let plain = round_trip(syms, *ctx);
+            assert_eq!(block == plain, n < SPLIT_MIN, "n {n} source {k}: split only from SPLIT_MIN");
+            if n >= SPLIT_MIN {
+                // One table: the second stream's states and counts, a few bytes of flush.
+                let more = len - plain.len() as i64;
+                assert!(more <= 4 * LANES as i64 + 16 + slack, "n {n} source {k}: {len} against {}", plain.len());
+            }
+            if k == 2 && n >= SPLIT_MIN {
+                assert!(block_classes(&block).unwrap() > 1, "the regimes take classes");
+            }
+            for &kern in &kernels {
+                let mut dec = vec![0xAAAAu16; n];
+                assert_eq!(decode_ctx_kernel(kern, &block, *ctx, true, &mut dec).unwrap(), block.len(), "{kern:?}");
+                assert!(dec == *syms, "{kern:?} n {n} source {k}");
+            }
+            let mut got = Vec::new();
+            let used = decode_with(&block, *ctx, true, n, |start, s| {
+                assert_eq!(start, got.len());
+                got.extend_from_slice(s);
+                Ok(())
+            })
+            .unwrap();
+            assert!(used == block.len() && got == *syms, "decode_with, n {n} source {k}");
+            if n < SPLIT_MIN {
+                continue;
+            }
+            let mut cases: Vec<(Vec<u8>, usize)> =
+                (1..=8).map(|c| (block[..block.len() - 37 * c].to_vec(), n)).collect();
+            for _ in 0..40 {
+                let mut b = block.clone();
+                let bit = (lcg(&mut seed) % (8 * b.len() as u64)) as usize;
+                b[bit / 8] ^= 1 << (bit % 8);
+                cases.push((b, n));
+            }
+            for m in [n - 1, n + 1, n + SEGMENT] {
+                cases.push((block.clone(), m));
+            }
+            for keep in [[1, 3], [3, 1], [2, 3]] {
+                cases.extend(forge_escapes(&block, &stream_lens(n), &keep).map(|b| (b, n)));
+            }
+            for (b, m) in &cases {
+                kernels_agree(&kernels, b, *ctx, true, *m, &mut errors, &format!("n {n}, source {k}"));
+            }
+        }
+    }
+    for e in ["more escapes than stored", "data ends early", "initial state"] {
+        assert!(errors.iter().any(|m| m.contains(e)), "{e}: {errors:?}");
+    }
+    // `Back` contexts are never split.
+    assert!(encode_block(Isa::Scalar, &[1, 2, 3], Ctx::Back(64), true, &mut Vec::new()).is_err());
+    assert!(decode_block(Isa::Scalar, &[0], Ctx::Back(64), true, &mut [0u16; 3]).is_err());
 }

@@ -7,6 +7,11 @@
 //! coded in the order `y[32 t + j] = x[r j + t]` (the last `n - 32 r` words follow as they are)
 //! with the `prev` context, so that the lane's previous symbol is the word before; the decoder
 //! writes the runs back in place. Each block (chunk) carries its own tables.
+//!
+//! From format version 14 the search writes `none` and `prev` as the context kinds 4 and 5, the
+//! same contexts whose blocks of at least `lanes::SPLIT_MIN` symbols are *split*: one table, two
+//! streams that take the block's segments of 2048 symbols in turn, each with its own 32 states
+//! and words (`coder::lanes`), so that a decoder runs two independent sets of chains.
 
 use super::prelude::*;
 use crate::coder::lanes;
@@ -24,6 +29,9 @@ pub enum LanesCtx {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Lanes {
     pub ctx: LanesCtx,
+    /// Whether large blocks are split into two streams (`none` and `prev` only; format version
+    /// 14 on).
+    pub split: bool,
 }
 
 thread_local! {
@@ -49,16 +57,23 @@ fn to_runs<T: crate::simd::RunWord>(x: &[T]) -> Vec<u16> {
 impl Lanes {
     pub const ID: u8 = 0x08;
 
-    /// The interleaved leaf with coder context `ctx`.
+    /// The interleaved leaf with coder context `ctx`, its large blocks split where the context
+    /// allows it (`none`, `prev`).
     pub const fn interleaved(ctx: lanes::Ctx) -> Lanes {
-        Lanes { ctx: LanesCtx::Interleaved(ctx) }
+        Lanes { ctx: LanesCtx::Interleaved(ctx), split: matches!(ctx, lanes::Ctx::None | lanes::Ctx::Prev) }
     }
 
-    /// Context kinds on the wire: 0 none, 1 prev, 2 back (varint `d`), 3 adj.
+    /// The leaf `lanes(adj)`.
+    pub const fn adjacent() -> Lanes {
+        Lanes { ctx: LanesCtx::Adjacent, split: false }
+    }
+
+    /// Context kinds on the wire: 0 none, 1 prev, 2 back (varint `d`), 3 adj; 4 none and 5 prev
+    /// with large blocks split (format version 14).
     pub fn write(&self, out: &mut Vec<u8>) {
         match self.ctx {
-            LanesCtx::Interleaved(lanes::Ctx::None) => out.push(0),
-            LanesCtx::Interleaved(lanes::Ctx::Prev) => out.push(1),
+            LanesCtx::Interleaved(lanes::Ctx::None) => out.push(if self.split { 4 } else { 0 }),
+            LanesCtx::Interleaved(lanes::Ctx::Prev) => out.push(if self.split { 5 } else { 1 }),
             LanesCtx::Interleaved(lanes::Ctx::Back(d)) => {
                 out.push(2);
                 put_varint(out, d as u64);
@@ -68,9 +83,10 @@ impl Lanes {
     }
 
     pub fn read(r: &mut ByteReader) -> Result<Self> {
-        let ctx = match r.u8()? {
-            0 => LanesCtx::Interleaved(lanes::Ctx::None),
-            1 => LanesCtx::Interleaved(lanes::Ctx::Prev),
+        let kind = r.u8()?;
+        let ctx = match kind {
+            0 | 4 => LanesCtx::Interleaved(lanes::Ctx::None),
+            1 | 5 => LanesCtx::Interleaved(lanes::Ctx::Prev),
             2 => {
                 let d = r.varint()?;
                 if d == 0 || d % lanes::LANES as u64 != 0 || d > lanes::MAX_BACK as u64 {
@@ -81,7 +97,7 @@ impl Lanes {
             3 => LanesCtx::Adjacent,
             k => return Err(Error::Unsupported(format!("lanes: unknown context kind {k}"))),
         };
-        Ok(Lanes { ctx })
+        Ok(Lanes { ctx, split: kind >= 4 })
     }
 
     pub fn encode(&self, x: &Stream, out: &mut Vec<u8>) -> Result<()> {
@@ -114,7 +130,7 @@ impl Lanes {
             return Ok(());
         }
         match self.ctx {
-            LanesCtx::Interleaved(ctx) => lanes::encode(x, ctx, out),
+            LanesCtx::Interleaved(ctx) => lanes::encode_block(crate::simd::isa(), x, ctx, self.split, out),
             LanesCtx::Adjacent => Self::encode_adjacent(x, out),
         }
     }
@@ -125,7 +141,7 @@ impl Lanes {
             return Err(Error::invalid("lanes leaf over words wider than 16 bits"));
         }
         match self.ctx {
-            LanesCtx::Interleaved(ctx) => lanes::estimated_len(&x.u16_symbols(), ctx),
+            LanesCtx::Interleaved(ctx) => lanes::estimated_len_block(&x.u16_symbols(), ctx, self.split),
             LanesCtx::Adjacent => {
                 let runs = match &x.data {
                     Data::U8(d) => to_runs(d),
@@ -145,7 +161,7 @@ impl Lanes {
             return Ok(());
         }
         let used = match self.ctx {
-            LanesCtx::Interleaved(ctx) => lanes::decode_ctx(input, ctx, out)?,
+            LanesCtx::Interleaved(ctx) => lanes::decode_block(crate::simd::isa(), input, ctx, self.split, out)?,
             // Each few steps moved to their runs while in L1.
             LanesCtx::Adjacent => lanes::decode_runs(input, out)?,
         };
@@ -180,7 +196,7 @@ impl Lanes {
             }
             return Ok(());
         }
-        let used = lanes::decode_with(input, ctx, n, |start, seg| {
+        let used = lanes::decode_with(input, ctx, self.split, n, |start, seg| {
             super::entropy::check_range(ty, seg)?;
             sink(start, seg)
         })?;
@@ -215,7 +231,7 @@ impl Lanes {
     fn decode_bytes(&self, ctx: lanes::Ctx, ty: Ty, n: usize, input: &[u8]) -> Result<Stream> {
         let mut out = Vec::with_capacity(n);
         if n > 0 {
-            let used = lanes::decode_with(input, ctx, n, |_, seg| {
+            let used = lanes::decode_with(input, ctx, self.split, n, |_, seg| {
                 super::entropy::check_range(ty, seg)?;
                 out.extend(seg.iter().map(|&s| s as u8));
                 Ok(())
@@ -279,11 +295,12 @@ mod tests {
             LanesCtx::Interleaved(lanes::Ctx::Back(512)),
             LanesCtx::Adjacent,
         ];
-        for n in [0usize, 1, 33, 1000, 70_000] {
+        for n in [0usize, 1, 33, 1000, 70_000, lanes::SPLIT_MIN + lanes::SEGMENT + 5] {
             // Rows of 64 that repeat with noise: the row above predicts.
             let x = Stream::from_fn(Ty::u(6), n, |i| ((i % 64) * 7 % 61 + ((i * 2_654_435_761) >> 29) % 3) as u64);
-            for ctx in ctxs {
-                let op = Lanes { ctx };
+            let split = |ctx| [false, matches!(ctx, LanesCtx::Interleaved(lanes::Ctx::None | lanes::Ctx::Prev))];
+            for (ctx, split) in ctxs.into_iter().flat_map(|c| split(c).map(|s| (c, s))) {
+                let op = Lanes { ctx, split };
                 let mut payload = Vec::new();
                 op.encode(&x, &mut payload).unwrap();
                 let got = op.decode(Ty::u(6), n, &payload).unwrap();

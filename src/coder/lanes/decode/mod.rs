@@ -10,7 +10,7 @@ mod avx512;
 mod scalar;
 
 use super::model::{build_model, read_spec, Model, SpecReader};
-use super::{Ctx, L, LANES};
+use super::{Ctx, L, LANES, SEGMENT};
 use crate::coder::bitio::ByteReader;
 use crate::error::{Error, Result};
 use crate::simd::{Isa, RunWord};
@@ -173,7 +173,19 @@ pub fn decode_ctx(input: &[u8], ctx: Ctx, out: &mut [u16]) -> Result<usize> {
 
 /// [`decode_ctx`] at a given SIMD level (lowered to what the CPU has).
 pub fn decode_ctx_at(isa: Isa, input: &[u8], ctx: Ctx, out: &mut [u16]) -> Result<usize> {
-    decode_segments(Kernel::of(isa), input, ctx, out.len(), |next| next(out))
+    decode_block(isa, input, ctx, false, out)
+}
+
+/// [`decode_ctx_at`] of a block of a leaf that allows splitting where `split`
+/// ([`super::encode_block`]).
+pub fn decode_block(isa: Isa, input: &[u8], ctx: Ctx, split: bool, out: &mut [u16]) -> Result<usize> {
+    decode_segments(Kernel::of(isa), input, ctx, split, out.len(), |next| {
+        // A split block takes its segments one at a time.
+        for seg in out.chunks_mut(if split { SEGMENT } else { usize::MAX }) {
+            next(seg)?;
+        }
+        Ok(())
+    })
 }
 
 /// A decoder kernel: the CPU level (lowered to what the CPU has) and, at the AVX-512 level,
@@ -207,8 +219,13 @@ impl Kernel {
 
 /// [`decode_ctx_at`] with a given kernel (for tests).
 #[cfg(test)]
-pub(super) fn decode_ctx_kernel(k: Kernel, input: &[u8], ctx: Ctx, out: &mut [u16]) -> Result<usize> {
-    decode_segments(k, input, ctx, out.len(), |next| next(out))
+pub(super) fn decode_ctx_kernel(k: Kernel, input: &[u8], ctx: Ctx, split: bool, out: &mut [u16]) -> Result<usize> {
+    decode_segments(k, input, ctx, split, out.len(), |next| {
+        for seg in out.chunks_mut(if split { SEGMENT } else { usize::MAX }) {
+            next(seg)?;
+        }
+        Ok(())
+    })
 }
 
 /// Decodes a block of `n` symbols encoded with `ctx` a few steps at a time into a buffer in L1,
@@ -219,11 +236,12 @@ pub(super) fn decode_ctx_kernel(k: Kernel, input: &[u8], ctx: Ctx, out: &mut [u1
 pub fn decode_with(
     input: &[u8],
     ctx: Ctx,
+    split: bool,
     n: usize,
     mut sink: impl FnMut(usize, &[u16]) -> Result<()>,
 ) -> Result<usize> {
     let mut buf = [0u16; RUN_STEPS * LANES];
-    decode_segments(Kernel::of(crate::simd::isa()), input, ctx, n, |next| {
+    decode_segments(Kernel::of(crate::simd::isa()), input, ctx, split, n, |next| {
         for start in (0..n).step_by(buf.len()) {
             let seg = &mut buf[..(n - start).min(RUN_STEPS * LANES)];
             next(seg)?;
@@ -234,8 +252,9 @@ pub fn decode_with(
 }
 
 /// Steps decoded at a time by [`decode_runs`] and [`decode_with`]: 4 KiB, in L1 until they are
-/// moved.
+/// moved. A segment of a split block.
 const RUN_STEPS: usize = 64;
+const _: () = assert!(RUN_STEPS * LANES == SEGMENT);
 
 /// Decodes a block of `out.len()` symbols encoded with [`Ctx::Prev`] in the order of
 /// `simd::to_runs`, and writes them back in run order (`simd::from_runs`): 64 steps
@@ -260,7 +279,7 @@ pub fn decode_runs_checked<T: RunWord>(
     let n = out.len();
     let r = n / LANES;
     let mut buf = [0u16; RUN_STEPS * LANES];
-    decode_segments(Kernel::of(isa), input, Ctx::Prev, n, |next| {
+    decode_segments(Kernel::of(isa), input, Ctx::Prev, false, n, |next| {
         for t0 in (0..r).step_by(RUN_STEPS) {
             let block = &mut buf[..RUN_STEPS.min(r - t0) * LANES];
             next(block)?;
@@ -279,16 +298,21 @@ pub fn decode_runs_checked<T: RunWord>(
 }
 
 /// Decodes the `n` symbols of a block encoded with `ctx` through `f`, which hands `next`
-/// consecutive segments of them: each but the last a whole number of steps, `n` symbols in all.
-/// Returns the bytes consumed.
+/// consecutive segments of them: each but the last a whole number of steps, `n` symbols in all;
+/// for a split block ([`super::splits`]), each a whole segment ([`SEGMENT`] symbols) but the
+/// last. Returns the bytes consumed.
 fn decode_segments(
     k: Kernel,
     input: &[u8],
     ctx: Ctx,
+    split: bool,
     n: usize,
     f: impl FnOnce(&mut dyn FnMut(&mut [u16]) -> Result<()>) -> Result<()>,
 ) -> Result<usize> {
     let d = ctx.distance().ok_or_else(|| Error::corrupt(format!("lanes: bad context {ctx:?}")))?;
+    if split && d != LANES {
+        return Err(Error::corrupt("lanes: a split block with a context distance"));
+    }
     if n == 0 {
         return Ok(0);
     }
@@ -304,18 +328,44 @@ fn decode_segments(
     let model = build_model(&spec)?;
     let head = r.bytes_consumed();
     let mut br = ByteReader::new(&input[head..]);
-    let nwords = br.len((br.remaining() as u64 / 2).min(n as u64))?;
-    let n_esc = if model.escs.is_empty() { 0 } else { br.len(n as u64)? as u64 };
-    let mut st = Lanes { x: [L; LANES], prev: [0; LANES], pos: 0, ring: Vec::new(), row: 0 };
-    for x in &mut st.x[..n.min(LANES)] {
-        *x = br.u32_le()?;
+    let two = super::splits(split, n);
+    let lens: &[usize] = &if two { super::stream_lens(n) } else { [n, 0] }[..if two { 2 } else { 1 }];
+    let mut nwords = [0usize; 2];
+    for (w, &m) in nwords.iter_mut().zip(lens) {
+        *w = br.len((br.remaining() as u64 / 2).min(m as u64))?;
     }
-    let esc_data = br.take((n_esc as u128 * model.esc_bits() as u128).div_ceil(8) as usize)?;
-    let words = br.take(2 * nwords)?;
+    let mut n_esc = [0u64; 2];
+    if !model.escs.is_empty() {
+        for (e, &m) in n_esc.iter_mut().zip(lens) {
+            *e = br.len(m as u64)? as u64;
+        }
+    }
+    let fresh = || Lanes { x: [L; LANES], prev: [0; LANES], pos: 0, ring: Vec::new(), row: 0 };
+    let mut st = [fresh(), fresh()];
+    for (s, &m) in st.iter_mut().zip(lens) {
+        for x in &mut s.x[..m.min(LANES)] {
+            *x = br.u32_le()?;
+        }
+    }
+    let mut esc_data: [&[u8]; 2] = [&[], &[]];
+    for (e, &c) in esc_data.iter_mut().zip(&n_esc[..lens.len()]) {
+        *e = br.take((c as u128 * model.esc_bits() as u128).div_ceil(8) as usize)?;
+    }
+    let mut words: [&[u8]; 2] = [&[], &[]];
+    for (w, &c) in words.iter_mut().zip(&nwords[..lens.len()]) {
+        *w = br.take(2 * c)?;
+    }
     let consumed = head + br.pos();
     let t = build_tables(&model);
-    let inp = Input { words: if nwords == 0 { &[0, 0] } else { words }, nwords };
-    let mut esc = EscReader { data: esc_data, bit: 0, left: n_esc, bits: model.esc_bits(), syms: &model.escs };
+    let inp = [0, 1].map(|s| Input { words: if nwords[s] == 0 { &[0, 0] } else { words[s] }, nwords: nwords[s] });
+    let [e0, e1] = [0, 1].map(|s| EscReader {
+        data: esc_data[s],
+        bit: 0,
+        left: n_esc[s],
+        bits: model.esc_bits(),
+        syms: &model.escs,
+    });
+    let mut esc = [e0, e1];
     // Context rank 0 is class 0 (thresholds are at least 1): without classes, or when every
     // context is rank 0 (`d >= n`), one class.
     let mode = if t.idx_thresholds.is_empty() || d >= n {
@@ -323,24 +373,130 @@ fn decode_segments(
     } else if d == LANES {
         CTX_PREV
     } else {
-        st.ring = vec![0u8; d];
+        st[0].ring = vec![0u8; d];
         CTX_BACK
     };
     let mut done = 0usize;
-    f(&mut |seg| {
-        debug_assert!(done.is_multiple_of(LANES));
-        done += seg.len();
-        run(k, mode, &t, &inp, &mut esc, &mut st, seg)
-    })?;
+    if two {
+        // The second stream's segment, decoded with the first's one before it.
+        let mut ahead = [0u16; SEGMENT];
+        let mut held = 0usize;
+        let mut odd = false;
+        f(&mut |seg| {
+            if seg.len() != SEGMENT.min(n - done) {
+                return Err(Error::invalid("lanes: a split block decodes a segment at a time"));
+            }
+            done += seg.len();
+            if odd {
+                debug_assert_eq!(held, seg.len());
+                seg.copy_from_slice(&ahead[..held]);
+            } else {
+                held = SEGMENT.min(n - done);
+                let [s0, s1] = &mut st;
+                let [x0, x1] = &mut esc;
+                run_pair(k, mode, &t, &inp, [x0, x1], [s0, s1], seg, &mut ahead[..held])?;
+            }
+            odd = !odd;
+            Ok(())
+        })?;
+    } else {
+        f(&mut |seg| {
+            debug_assert!(done.is_multiple_of(LANES));
+            done += seg.len();
+            run(k, mode, &t, &inp[0], &mut esc[0], &mut st[0], seg)
+        })?;
+    }
     debug_assert_eq!(done, n);
-    if st.pos != nwords || st.x[..n.min(LANES)].iter().any(|&x| x != L) || esc.left != 0 {
-        return Err(Error::corrupt(if st.pos > nwords {
-            "lanes: data ends early"
-        } else {
-            "lanes: stream does not end in the initial state"
-        }));
+    for ((s, i), (e, &m)) in st.iter().zip(&inp).zip(esc.iter().zip(lens)) {
+        if s.pos != i.nwords || s.x[..m.min(LANES)].iter().any(|&x| x != L) || e.left != 0 {
+            return Err(Error::corrupt(if s.pos > i.nwords {
+                "lanes: data ends early"
+            } else {
+                "lanes: stream does not end in the initial state"
+            }));
+        }
     }
     Ok(consumed)
+}
+
+/// Decodes a segment of each stream of a split block, the first stream's into `a` and the
+/// second's into `b` (empty after the last segment): at the AVX-512 level with the hardware
+/// gather, both at once (four independent vectors of sixteen lanes), then each one's rest; at
+/// the other levels one after the other. The first stream's escapes are read before the
+/// second's at every level, so that errors agree.
+#[allow(clippy::too_many_arguments)]
+fn run_pair(
+    k: Kernel,
+    mode: u8,
+    t: &Tables,
+    inp: &[Input; 2],
+    esc: [&mut EscReader; 2],
+    st: [&mut Lanes; 2],
+    a: &mut [u16],
+    b: &mut [u16],
+) -> Result<()> {
+    #[cfg(target_arch = "x86_64")]
+    if k.isa.min(crate::simd::detected()) == Isa::Avx512 && k.gather && mode != CTX_BACK {
+        let esc_on = t.esc_idx < 256;
+        macro_rules! go {
+            ($m:literal, $e:literal) => {
+                if mode == CTX_NONE {
+                    pair_entry::<$m, $e, CTX_NONE>(t, inp, esc, st, a, b)
+                } else {
+                    pair_entry::<$m, $e, CTX_PREV>(t, inp, esc, st, a, b)
+                }
+            };
+        }
+        return match (t.mapped, esc_on) {
+            (false, false) => go!(false, false),
+            (false, true) => go!(false, true),
+            (true, false) => go!(true, false),
+            (true, true) => go!(true, true),
+        };
+    }
+    let [e0, e1] = esc;
+    let [s0, s1] = st;
+    run(k, mode, t, &inp[0], e0, s0, a)?;
+    run(k, mode, t, &inp[1], e1, s1, b)
+}
+
+/// [`run_pair`] at the AVX-512 level with the hardware gather: [`avx512::pair_wide`] while both
+/// segments and both word streams hold whole steps, then the escapes of those steps and the
+/// rest of each segment, the first stream's before the second's.
+#[cfg(target_arch = "x86_64")]
+fn pair_entry<const MAPPED: bool, const ESC: bool, const CTX: u8>(
+    t: &Tables,
+    inp: &[Input; 2],
+    esc: [&mut EscReader; 2],
+    st: [&mut Lanes; 2],
+    a: &mut [u16],
+    b: &mut [u16],
+) -> Result<()> {
+    let mut masks = [[0u32; 2]; RUN_STEPS];
+    let whole = a.len().min(b.len()).min(SEGMENT) >= LANES
+        && st[0].pos + LANES <= inp[0].nwords
+        && st[1].pos + LANES <= inp[1].nwords;
+    let [s0, s1] = st;
+    // SAFETY: `run_pair` calls this only at the AVX-512 level, which has AVX-512 F, BW and VL,
+    // AVX2, BMI2 and POPCNT; both segments and both word streams hold at least one step.
+    let steps = if whole {
+        unsafe { avx512::pair_wide::<MAPPED, ESC, CTX>(t, inp, [&mut *s0, &mut *s1], [&mut *a, &mut *b], &mut masks) }
+    } else {
+        0
+    };
+    for (j, (((s, e), out), i)) in [s0, s1].into_iter().zip(esc).zip([a, b]).zip(inp).enumerate() {
+        if ESC {
+            for (step, m) in masks[..steps].iter().enumerate() {
+                let mut m = m[j];
+                while m != 0 {
+                    out[LANES * step + m.trailing_zeros() as usize] = e.next()?;
+                    m &= m - 1;
+                }
+            }
+        }
+        simd_entry::<MAPPED, ESC, CTX, true, true>(t, i, e, s, &mut out[LANES * steps..])?;
+    }
+    Ok(())
 }
 
 pub(super) fn run(

@@ -8,7 +8,7 @@ mod avx2;
 mod avx512;
 
 use super::model::{spec_bits, write_spec, Model};
-use super::plan::{enc_distance, fixed_bytes, plan, rank_table, Plan};
+use super::plan::{enc_distance, fixed_bytes, plan, rank_table, split_plan, Plan};
 use super::{Ctx, L, LANES};
 use crate::coder::bitio::{put_varint, BitWriter, Bits32};
 use crate::coder::shared::{ceil_log2, gamma_len};
@@ -278,7 +278,8 @@ pub(super) fn run_encoder<const STORE: bool>(
 ) -> Coded {
     let n = symbols.len();
     let ranks = model.ranks();
-    debug_assert!(alphabet == crate::coder::alphabet_of(symbols));
+    // (A stream of a split block may use fewer symbols than the block.)
+    debug_assert!(alphabet >= crate::coder::alphabet_of(symbols));
     let k = model.freqs.len();
     let mut enc = vec![EncSym::default(); k * ranks];
     for (c, f) in model.freqs.iter().enumerate() {
@@ -381,17 +382,48 @@ pub fn encode(symbols: &[u16], ctx: Ctx, out: &mut Vec<u8>) -> Result<()> {
 /// and AVX2 run whole steps in vectors, the scalar level does not). Every level writes the same
 /// bytes.
 pub fn encode_at(isa: Isa, symbols: &[u16], ctx: Ctx, out: &mut Vec<u8>) -> Result<()> {
-    let d = enc_distance(ctx)?;
+    encode_block(isa, symbols, ctx, false, out)
+}
+
+/// [`encode_at`] of a leaf that allows splitting (`split`): a block of at least
+/// [`SPLIT_MIN`](super::SPLIT_MIN) symbols is written as two streams ([`super::splits`]).
+/// `Ctx::Back` blocks are never split (`Error::Invalid` with `split`).
+pub fn encode_block(isa: Isa, symbols: &[u16], ctx: Ctx, split: bool, out: &mut Vec<u8>) -> Result<()> {
+    let d = split_distance(ctx, split)?;
     if symbols.is_empty() {
         return Ok(());
     }
-    let (plan, alphabet) = plan(symbols, ctx)?;
-    write_block(isa, symbols, alphabet, &plan, d, out);
+    let two = super::splits(split, symbols.len());
+    let (plan, alphabet) = if two { split_plan(symbols, ctx)? } else { plan(symbols, ctx)? };
+    write_block(isa, symbols, alphabet, &plan, d, two, out);
     Ok(())
 }
 
-/// Appends the block of `symbols` (at least one, all below `alphabet`) coded as `plan` says.
-pub(super) fn write_block(isa: Isa, symbols: &[u16], alphabet: usize, plan: &Plan, d: usize, out: &mut Vec<u8>) {
+/// The context distance of `ctx` for a leaf that allows splitting where `split` (only `None`
+/// and `Prev`).
+fn split_distance(ctx: Ctx, split: bool) -> Result<usize> {
+    if split && matches!(ctx, Ctx::Back(_)) {
+        return Err(crate::error::Error::invalid("lanes: a split block with a context distance"));
+    }
+    enc_distance(ctx)
+}
+
+/// The symbols of stream `s` (0 or 1) of a split block: its segments `s, s + 2, ..`.
+fn stream_of(symbols: &[u16], s: usize) -> Vec<u16> {
+    symbols.chunks(super::SEGMENT).skip(s).step_by(2).flatten().copied().collect()
+}
+
+/// Appends the block of `symbols` (at least one, all below `alphabet`) coded as `plan` says; as
+/// two streams where `two`.
+pub(super) fn write_block(
+    isa: Isa,
+    symbols: &[u16],
+    alphabet: usize,
+    plan: &Plan,
+    d: usize,
+    two: bool,
+    out: &mut Vec<u8>,
+) {
     let mut w = BitWriter::new();
     let Some(spec) = &plan.spec else {
         w.gamma(1);
@@ -400,40 +432,54 @@ pub(super) fn write_block(isa: Isa, symbols: &[u16], alphabet: usize, plan: &Pla
         return;
     };
     write_spec(spec, &mut w);
-    let coded = run_encoder::<true>(isa, symbols, alphabet, &plan.model, d);
     let model = &plan.model;
+    let streams: Vec<std::borrow::Cow<[u16]>> =
+        if two { (0..2).map(|s| stream_of(symbols, s).into()).collect() } else { vec![symbols.into()] };
+    let coded: Vec<Coded> = streams.iter().map(|x| run_encoder::<true>(isa, x, alphabet, model, d)).collect();
     out.reserve(
         w.bit_len() / 8
             + 1
-            + fixed_bytes(symbols.len(), model, coded.nwords, coded.escapes.len() as u64)
-            + 2 * coded.nwords,
+            + streams
+                .iter()
+                .zip(&coded)
+                .map(|(x, c)| fixed_bytes(x.len(), model, c.nwords, c.escapes.len() as u64) + 2 * c.nwords)
+                .sum::<usize>(),
     );
     out.extend_from_slice(&w.finish());
-    put_varint(out, coded.nwords as u64);
-    if !model.escs.is_empty() {
-        put_varint(out, coded.escapes.len() as u64);
+    for c in &coded {
+        put_varint(out, c.nwords as u64);
     }
-    for s in &coded.states[..symbols.len().min(LANES)] {
-        out.extend_from_slice(&s.to_le_bytes());
+    if !model.escs.is_empty() {
+        for c in &coded {
+            put_varint(out, c.escapes.len() as u64);
+        }
+    }
+    for (x, c) in streams.iter().zip(&coded) {
+        for s in &c.states[..x.len().min(LANES)] {
+            out.extend_from_slice(&s.to_le_bytes());
+        }
     }
     if !model.escs.is_empty() {
         let b = model.esc_bits();
-        let mut bw = Bits32::new(out, 0, 0);
-        for &e in &coded.escapes {
-            bw.put(e as u64, b);
+        for c in &coded {
+            let mut bw = Bits32::new(out, 0, 0);
+            for &e in &c.escapes {
+                bw.put(e as u64, b);
+            }
+            bw.finish();
         }
-        bw.finish();
     }
     // The words in decode order, little-endian (reversed in place, then copied: no zero fill).
-    let mut coded = coded;
-    let words = &mut coded.words[..coded.nwords];
-    words.reverse();
-    if cfg!(target_endian = "little") {
-        out.extend_from_slice(bytemuck::cast_slice(words));
-    } else {
-        out.extend(words.iter().flat_map(|w| w.to_le_bytes()));
+    for mut c in coded {
+        let words = &mut c.words[..c.nwords];
+        words.reverse();
+        if cfg!(target_endian = "little") {
+            out.extend_from_slice(bytemuck::cast_slice(words));
+        } else {
+            out.extend(words.iter().flat_map(|w| w.to_le_bytes()));
+        }
+        recycle(c);
     }
-    recycle(coded);
 }
 
 /// Exact encoded size in bytes (what [`encode`] would append): the same choices and state
@@ -444,25 +490,41 @@ pub fn encoded_len(symbols: &[u16], ctx: Ctx) -> Result<usize> {
 
 /// [`encoded_len`] with the state machine at a given SIMD level (as [`encode_at`]).
 pub fn encoded_len_at(isa: Isa, symbols: &[u16], ctx: Ctx) -> Result<usize> {
-    let d = enc_distance(ctx)?;
+    encoded_len_block(isa, symbols, ctx, false)
+}
+
+/// The length [`encode_block`] would append.
+pub fn encoded_len_block(isa: Isa, symbols: &[u16], ctx: Ctx, split: bool) -> Result<usize> {
+    let d = split_distance(ctx, split)?;
     if symbols.is_empty() {
         return Ok(0);
     }
-    let (plan, alphabet) = plan(symbols, ctx)?;
+    let two = super::splits(split, symbols.len());
+    let (plan, alphabet) = if two { split_plan(symbols, ctx)? } else { plan(symbols, ctx)? };
     let Some(spec) = &plan.spec else {
         return Ok((gamma_len(1) + gamma_len(plan.model.coded[0] as u64 + 1)).div_ceil(8) as usize);
     };
-    let coded = run_encoder::<false>(isa, symbols, alphabet, &plan.model, d);
-    Ok(spec_bits(spec).div_ceil(8) as usize
-        + fixed_bytes(symbols.len(), &plan.model, coded.nwords, coded.escapes.len() as u64)
-        + 2 * coded.nwords)
+    let streams: Vec<std::borrow::Cow<[u16]>> =
+        if two { (0..2).map(|s| stream_of(symbols, s).into()).collect() } else { vec![symbols.into()] };
+    let mut len = spec_bits(spec).div_ceil(8) as usize;
+    for x in &streams {
+        let coded = run_encoder::<false>(isa, x, alphabet, &plan.model, d);
+        len += fixed_bytes(x.len(), &plan.model, coded.nwords, coded.escapes.len() as u64) + 2 * coded.nwords;
+    }
+    Ok(len)
 }
 
 /// The block's length in bytes as [`encode`] would write it, with the coded symbols estimated
 /// from the model (within a few bytes; the search compares candidates with it): the plan
 /// without the state machine.
 pub fn estimated_len(symbols: &[u16], ctx: Ctx) -> Result<usize> {
-    enc_distance(ctx)?;
+    estimated_len_block(symbols, ctx, false)
+}
+
+/// [`estimated_len`] of the block [`encode_block`] would append: a split block adds the second
+/// stream's states and counts.
+pub fn estimated_len_block(symbols: &[u16], ctx: Ctx, split: bool) -> Result<usize> {
+    split_distance(ctx, split)?;
     if symbols.is_empty() {
         return Ok(0);
     }
@@ -472,5 +534,7 @@ pub fn estimated_len(symbols: &[u16], ctx: Ctx) -> Result<usize> {
     }
     // The estimate counts the words' varint as one byte.
     let words = plan.est / 16.0;
-    Ok((plan.est / 8.0).ceil() as usize + (64 - (words as u64 | 1).leading_zeros() as usize).div_ceil(7) - 1)
+    let second =
+        if super::splits(split, symbols.len()) { 4 * LANES + 2 + usize::from(!plan.model.escs.is_empty()) } else { 0 };
+    Ok((plan.est / 8.0).ceil() as usize + (64 - (words as u64 | 1).leading_zeros() as usize).div_ceil(7) - 1 + second)
 }
