@@ -267,7 +267,7 @@ fn halves_file() -> (Vec<u8>, Vec<Option<Node>>) {
     let bytes: Vec<u8> = (0..n)
         .map(|_| match g.next() % 1000 {
             0..=3 => (g.next() % 200) as u8 + 40,
-            k => ((k as u32 * 2654435761) >> 29) as u8 + ((k % 7 == 0) as u8),
+            k => ((k as u32).wrapping_mul(2_654_435_761) >> 29) as u8 + ((k % 7 == 0) as u8),
         })
         .collect();
     let mut regime = [false; 32];
