@@ -3,7 +3,11 @@
 //! symbols, never a panic, and the same result at every SIMD level. First byte odd: the rest is
 //! symbols (u16 LE, masked to `(data[0] >> 2) % 16` bits + 1) to encode with `Ctx::Prev` when bit 1
 //! is set, `Ctx::None` otherwise, but when bits 6..8 are not zero with `Ctx::Back(32 (k + 1))` for
-//! `k` the next byte: decoding must give them back, and `encoded_len` the size.
+//! `k` the next byte: decoding must give them back, and `encoded_len` the size. Split blocks
+//! (`lanes::SPLIT_MIN` symbols or more): with `Prev` and an odd `n` the block is also decoded as
+//! a split block of `SPLIT_MIN + n` symbols; symbols to encode whose first is odd are also
+//! repeated to `SPLIT_MIN` or more and encoded as a split block (`Ctx::None` or `Prev`), which
+//! must decode at every level.
 #![no_main]
 use brevis::internals::coder::lanes;
 use libfuzzer_sys::fuzz_target;
@@ -21,17 +25,25 @@ fuzz_target!(|data: &[u8]| {
         };
         let n = u16::from_le_bytes([rest[0], rest[1]]) as usize % 8192;
         let block = &rest[2..];
-        let mut first: Option<(Result<usize, String>, Vec<u16>)> = None;
-        for &l in &isas {
-            let mut out = vec![0u16; n];
-            let r = lanes::decode_ctx_at(l, block, ctx, &mut out).map_err(|e| e.to_string());
-            if let Ok(used) = r {
-                assert!(used <= block.len());
-            }
-            let got = (r.clone(), if r.is_ok() { out } else { Vec::new() });
-            match &first {
-                None => first = Some(got),
-                Some(f) => assert!(f.0.is_ok() == got.0.is_ok() && f.1 == got.1, "isas disagree"),
+        // With `Prev` and an odd `n`, also as a split block (a few milliseconds each).
+        let forms: &[(usize, bool)] = if ctx == lanes::Ctx::Prev && n % 2 == 1 {
+            &[(n, false), (lanes::SPLIT_MIN + n, true)]
+        } else {
+            &[(n, false)]
+        };
+        for &(n, split) in forms {
+            let mut first: Option<(Result<usize, String>, Vec<u16>)> = None;
+            for &l in &isas {
+                let mut out = vec![0u16; n];
+                let r = lanes::decode_block(l, block, ctx, split, &mut out).map_err(|e| e.to_string());
+                if let Ok(used) = r {
+                    assert!(used <= block.len());
+                }
+                let got = (r.clone(), if r.is_ok() { out } else { Vec::new() });
+                match &first {
+                    None => first = Some(got),
+                    Some(f) => assert!(f.0.is_ok() == got.0.is_ok() && f.1 == got.1, "isas disagree"),
+                }
             }
         }
     } else {
@@ -57,6 +69,22 @@ fuzz_target!(|data: &[u8]| {
                     assert_eq!(lanes::decode_ctx_at(l, &block, ctx, &mut out).unwrap(), block.len() - 8);
                     assert!(out == syms);
                 }
+            }
+        }
+        if !matches!(ctx, lanes::Ctx::None | lanes::Ctx::Prev) || syms.first().is_none_or(|s| s & 1 == 0) {
+            return;
+        }
+        // The symbols repeated into a split block (where the first is odd: each such encoding
+        // takes a millisecond or more, and the other cases keep their pace).
+        let long: Vec<u16> = syms.iter().copied().cycle().take(lanes::SPLIT_MIN + syms.len()).collect();
+        let isa = brevis::internals::simd::isa();
+        let mut block = Vec::new();
+        if lanes::encode_block(isa, &long, ctx, true, &mut block).is_ok() {
+            assert_eq!(lanes::encoded_len_block(isa, &long, ctx, true).unwrap(), block.len());
+            for &l in &isas {
+                let mut out = vec![0u16; long.len()];
+                assert_eq!(lanes::decode_block(l, &block, ctx, true, &mut out).unwrap(), block.len());
+                assert!(out == long);
             }
         }
     }

@@ -408,9 +408,14 @@ fn split_distance(ctx: Ctx, split: bool) -> Result<usize> {
     enc_distance(ctx)
 }
 
-/// The symbols of stream `s` (0 or 1) of a split block: its segments `s, s + 2, ..`.
-fn stream_of(symbols: &[u16], s: usize) -> Vec<u16> {
-    symbols.chunks(super::SEGMENT).skip(s).step_by(2).flatten().copied().collect()
+/// The streams of a block: its symbols, or where `two` (a split block) its segments `0, 2, ..`
+/// and `1, 3, ..`.
+fn streams(symbols: &[u16], two: bool) -> Vec<std::borrow::Cow<'_, [u16]>> {
+    if !two {
+        return vec![symbols.into()];
+    }
+    let stream = |s| symbols.chunks(super::SEGMENT).skip(s).step_by(2).flatten().copied().collect::<Vec<u16>>();
+    vec![stream(0).into(), stream(1).into()]
 }
 
 /// Appends the block of `symbols` (at least one, all below `alphabet`) coded as `plan` says; as
@@ -433,8 +438,7 @@ pub(super) fn write_block(
     };
     write_spec(spec, &mut w);
     let model = &plan.model;
-    let streams: Vec<std::borrow::Cow<[u16]>> =
-        if two { (0..2).map(|s| stream_of(symbols, s).into()).collect() } else { vec![symbols.into()] };
+    let streams = streams(symbols, two);
     let coded: Vec<Coded> = streams.iter().map(|x| run_encoder::<true>(isa, x, alphabet, model, d)).collect();
     out.reserve(
         w.bit_len() / 8
@@ -504,10 +508,8 @@ pub fn encoded_len_block(isa: Isa, symbols: &[u16], ctx: Ctx, split: bool) -> Re
     let Some(spec) = &plan.spec else {
         return Ok((gamma_len(1) + gamma_len(plan.model.coded[0] as u64 + 1)).div_ceil(8) as usize);
     };
-    let streams: Vec<std::borrow::Cow<[u16]>> =
-        if two { (0..2).map(|s| stream_of(symbols, s).into()).collect() } else { vec![symbols.into()] };
     let mut len = spec_bits(spec).div_ceil(8) as usize;
-    for x in &streams {
+    for x in &streams(symbols, two) {
         let coded = run_encoder::<false>(isa, x, alphabet, &plan.model, d);
         len += fixed_bytes(x.len(), &plan.model, coded.nwords, coded.escapes.len() as u64) + 2 * coded.nwords;
     }
