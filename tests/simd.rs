@@ -505,3 +505,38 @@ fn archives_identical_across_levels_and_threads() {
         assert!(std::fs::read(&out).unwrap() == original, "decoded bytes differ at {cpu} -T {t}");
     }
 }
+
+/// The GGUF fixtures through the CLI: decoded to the original at every CPU level and thread
+/// count, with quantized blocks whose last field the fused blocks writer takes (a `lanes` leaf,
+/// or a palette of `lanes` indices: `dsl::fused::blocks`) among their programs.
+#[test]
+fn gguf_blocks_decode_alike_at_every_level() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let run = |cpu: &str, args: &[&str]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_brevis")).env("BREVIS_CPU", cpu).args(args).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let mut fused = 0;
+    for name in ["silero_family.gguf", "smollm2_kquants.gguf"] {
+        let input = fixtures.join(name);
+        let original = std::fs::read(&input).unwrap();
+        let a = dir.path().join(format!("{name}.brv"));
+        run("", &["compress", "-q", input.to_str().unwrap(), "-o", a.to_str().unwrap()]);
+        let a = a.to_str().unwrap();
+        fused += run("", &["inspect", a])
+            .lines()
+            .filter(|l| {
+                l.contains("blocks(")
+                    && (l.ends_with("lanes]") || l.ends_with("lanes(prev)]") || l.ends_with("lanes]]"))
+            })
+            .count();
+        for (cpu, t) in [("scalar", "1"), ("avx2", "2"), ("avx512", "1"), ("", "0")] {
+            let out = dir.path().join(format!("{name}-{cpu}-{t}"));
+            run(cpu, &["decompress", "-q", "-T", t, a, "-o", out.to_str().unwrap()]);
+            assert!(std::fs::read(&out).unwrap() == original, "{name}: decoded bytes differ at {cpu} -T {t}");
+        }
+    }
+    assert!(fused >= 3, "the fixtures' programs no longer take the fused blocks writer ({fused} tensors)");
+}

@@ -559,6 +559,9 @@ impl Node {
         let n = out.len();
         match &self.op {
             Op::Blocks(b) if self.decodes_into(ty, n, out.len()) => {
+                if fused::blocks::applies(b, self) {
+                    return fused::blocks::decode_into(b, self, ty, r, env, out);
+                }
                 let parts = self.decode_children(&b.child_types(ty)?, &b.child_lens(n, env.elem_offset), r, env)?;
                 b.inverse_into(env.elem_offset, &parts, out)
             }

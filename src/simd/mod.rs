@@ -397,6 +397,25 @@ pub fn nibble_blocks_at(isa: Isa, vals: &[u8], body: &mut [u8], b: usize, qs: us
     scalar::nibble_blocks(vals, body, b, qs, qh, 0)
 }
 
+/// Asks the CPU to bring the cache lines of `bytes` in to be written (a hint: no byte is read
+/// or written). The decoders call it on what they write next, so that the lines arrive while
+/// they decode rather than when they store.
+#[inline]
+pub fn prefetch_for_write(bytes: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_ET0};
+        let p = bytes.as_ptr();
+        for i in (0..bytes.len()).step_by(64).chain(bytes.len().checked_sub(1)) {
+            // SAFETY: a prefetch accesses no memory and cannot fault; the address lies within
+            // `bytes`.
+            unsafe { _mm_prefetch::<_MM_HINT_ET0>(p.add(i) as *const i8) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = bytes;
+}
+
 /// Writes 6-bit quants (bytes, 256 per block) into the blocks of `body` (blocks of `b` bytes),
 /// as ggml's Q6_K holds them: value `128 n + 32 g + l` puts its low nibble in nibble `g >> 1` of
 /// byte `ql + 64 n + 32 (g & 1) + l` and its bits 4-5 in bits `2 g` of byte `qh + 32 n + l`.

@@ -22,6 +22,7 @@ use crate::hash::Trail;
 use crate::simd;
 use std::cell::RefCell;
 
+pub mod blocks;
 mod word32;
 
 /// Elements merged per block: the unpacked sign and low parts of a block (2 x 4 KiB) stay in L1.

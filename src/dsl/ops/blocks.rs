@@ -19,6 +19,7 @@
 //! a bijection for any bytes.
 
 use super::prelude::*;
+use std::ops::Range;
 
 /// One piece of a field value: `len` bits at bit `shift` of byte `byte` of the block are bits
 /// `at .. at + len` of the value.
@@ -272,6 +273,14 @@ fn scatter<T: Word>(f: &Field, vals: &[T], body: &mut [u8], b: usize) {
                 for (d, v) in blk[off..off + m].iter_mut().zip(vs) {
                     *d = v.to_u64() as u8;
                 }
+            }
+        }
+        // One block scale: a store of two bytes (the loop below is a `memcpy` call per block,
+        // the compiler finds).
+        Kind::Bytes { off, n: 2 } if m == 1 => {
+            for (blk, vs) in blocks {
+                let d: &mut [u8; 2] = (&mut blk[off..off + 2]).try_into().unwrap();
+                *d = (vs[0].to_u64() as u16).to_le_bytes();
             }
         }
         Kind::Bytes { off, n: 2 } => {
@@ -698,9 +707,66 @@ impl Blocks {
 
     /// [`Blocks::inverse`] into `out` (the chunk's `out.len()` bytes), every byte written.
     pub fn inverse_into(&self, offset: u64, parts: &[Stream], out: &mut [u8]) -> Result<()> {
+        let body = self.edges_into(offset, parts, out, false)?;
+        let b = self.layout.block_bytes;
+        let cleared = self.layout.or_bytes();
+        // A tile of blocks at a time, every field into it: each line of `out` is fetched once
+        // and completed while it is in L1 (a field at a time over the whole body fetches each
+        // line once per field).
+        let tile = (TILE_BYTES / b).max(1);
+        for (i, body) in body.chunks_mut(tile * b).enumerate() {
+            self.fill(body, i * tile, &cleared, &parts[1..], None);
+        }
+        Ok(())
+    }
+
+    /// [`Blocks::inverse_into`] with the last field's values not in `parts` (the edge bytes and
+    /// every other field) but handed by `last` to the sink it is given, in order, as segments
+    /// `(index of the first value, values)` of whole blocks' values. Each segment's blocks are
+    /// completed as it comes, while its values are in L1: no stream of the last field is made.
+    /// The segments must cover the field exactly.
+    pub fn inverse_into_with(
+        &self,
+        offset: u64,
+        parts: &[Stream],
+        out: &mut [u8],
+        last: impl FnOnce(&mut dyn FnMut(usize, Values) -> Result<()>) -> Result<()>,
+    ) -> Result<()> {
+        let body = self.edges_into(offset, parts, out, true)?;
+        let b = self.layout.block_bytes;
+        let m = self.layout.fields.last().map_or(0, Field::count);
+        let cleared = self.layout.or_bytes();
+        let k = body.len() / b;
+        let mut next = 0;
+        last(&mut |start, vals| {
+            let len = vals.len();
+            if m == 0 || start != next || !len.is_multiple_of(m) || start + len > k * m {
+                return Err(Error::corrupt("blocks: the last field's values do not cover its blocks"));
+            }
+            next += len;
+            let blocks = start / m..(start + len) / m;
+            self.fill(&mut body[blocks.start * b..blocks.end * b], blocks.start, &cleared, &parts[1..], Some(vals));
+            // The next segment's blocks (as many), fetched while its values are decoded.
+            let ahead = (blocks.end + blocks.len()).min(k);
+            crate::simd::prefetch_for_write(&body[blocks.end * b..ahead * b]);
+            Ok(())
+        })?;
+        if next != k * m {
+            return Err(Error::corrupt("blocks: the last field's values do not cover its blocks"));
+        }
+        Ok(())
+    }
+
+    /// Checks the child streams' lengths against `out` (the edge bytes and every field, or
+    /// every field but the `streamed` last one), writes the edge bytes, and returns the whole
+    /// blocks.
+    fn edges_into<'o>(&self, offset: u64, parts: &[Stream], out: &'o mut [u8], streamed: bool) -> Result<&'o mut [u8]> {
         let (n, b) = (out.len(), self.layout.block_bytes);
-        let lens = self.child_lens(n, offset);
-        if parts.len() != lens.len() || parts.iter().zip(&lens).any(|(s, &l)| s.len() != l) {
+        let mut lens = self.child_lens(n, offset);
+        if streamed {
+            lens.pop();
+        }
+        if parts.len() != lens.len() || parts.is_empty() || parts.iter().zip(&lens).any(|(s, &l)| s.len() != l) {
             return Err(Error::corrupt("blocks: child streams of the wrong length"));
         }
         let (head, k) = self.split_at(n, offset);
@@ -709,35 +775,60 @@ impl Blocks {
         };
         out[..head].copy_from_slice(&edge[..head]);
         out[head + k * b..].copy_from_slice(&edge[head..]);
-        let body = &mut out[head..head + k * b];
+        Ok(&mut out[head..head + k * b])
+    }
+
+    /// Writes the blocks of `body` (blocks `first..` of the chunk's body), every field into
+    /// them: from `fields` (one stream per field, or per field but the last when `last` holds
+    /// its values for these blocks).
+    fn fill(&self, body: &mut [u8], first: usize, cleared: &[Range<usize>], fields: &[Stream], last: Option<Values>) {
+        let b = self.layout.block_bytes;
         // Every kernel masks the values to their field's bits; bit pieces are or-ed in, the
         // other kinds assign whole bytes.
-        let cleared = self.layout.or_bytes();
-        // A tile of blocks at a time, every field into it: each line of `out` is fetched once
-        // and completed while it is in L1 (a field at a time over the whole body fetches each
-        // line once per field).
-        let tile = (TILE_BYTES / b).max(1);
-        for (i, body) in body.chunks_mut(tile * b).enumerate() {
-            if !cleared.is_empty() {
-                for blk in body.chunks_exact_mut(b) {
-                    for r in &cleared {
-                        blk[r.clone()].fill(0);
-                    }
-                }
-            }
-            let blocks = i * tile..i * tile + body.len() / b;
-            for (f, s) in self.layout.fields.iter().zip(&parts[1..]) {
-                let m = f.count();
-                let vals = blocks.start * m..blocks.end * m;
-                match &s.data {
-                    Data::U8(v) => scatter_u8(f, &v[vals], body, b),
-                    Data::U16(v) => scatter(f, &v[vals], body, b),
-                    Data::U32(v) => scatter(f, &v[vals], body, b),
-                    Data::U64(v) => scatter(f, &v[vals], body, b),
+        if !cleared.is_empty() {
+            for blk in body.chunks_exact_mut(b) {
+                for r in cleared {
+                    blk[r.clone()].fill(0);
                 }
             }
         }
-        Ok(())
+        let blocks = first..first + body.len() / b;
+        for (f, s) in self.layout.fields.iter().zip(fields) {
+            let m = f.count();
+            let vals = blocks.start * m..blocks.end * m;
+            match &s.data {
+                Data::U8(v) => scatter_u8(f, &v[vals], body, b),
+                Data::U16(v) => scatter(f, &v[vals], body, b),
+                Data::U32(v) => scatter(f, &v[vals], body, b),
+                Data::U64(v) => scatter(f, &v[vals], body, b),
+            }
+        }
+        if let (Some(vals), Some(f)) = (last, self.layout.fields.last()) {
+            match vals {
+                Values::U8(v) => scatter_u8(f, v, body, b),
+                Values::U16(v) => scatter(f, v, body, b),
+            }
+        }
+    }
+}
+
+/// Values of a field handed to [`Blocks::inverse_into_with`].
+#[derive(Clone, Copy, Debug)]
+pub enum Values<'a> {
+    U8(&'a [u8]),
+    U16(&'a [u16]),
+}
+
+impl Values<'_> {
+    pub fn len(&self) -> usize {
+        match self {
+            Values::U8(v) => v.len(),
+            Values::U16(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
