@@ -480,6 +480,14 @@ fn environment_only_lowers_the_level() {
     assert_eq!(simd::available().first(), Some(&Isa::Scalar));
 }
 
+/// Runs the CLI with `args` at the CPU level `cpu` (`BREVIS_CPU`), which must succeed; its
+/// standard output.
+fn run(cpu: &str, args: &[&str]) -> String {
+    let o = Command::new(env!("CARGO_BIN_EXE_brevis")).env("BREVIS_CPU", cpu).args(args).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
 /// The real fixture through the CLI: the archive is the same at every CPU level and thread
 /// count, and decodes to the original at every level and thread count.
 #[test]
@@ -487,10 +495,6 @@ fn archives_identical_across_levels_and_threads() {
     let dir = tempfile::tempdir().unwrap();
     let input = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/silero_vad_16k.safetensors");
     let original = std::fs::read(&input).unwrap();
-    let run = |cpu: &str, args: &[&str]| {
-        let o = Command::new(env!("CARGO_BIN_EXE_brevis")).env("BREVIS_CPU", cpu).args(args).output().unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    };
     let mut archives = Vec::new();
     for (cpu, t) in [("scalar", "1"), ("avx2", "2"), ("avx512", "1"), ("", "0")] {
         let out = dir.path().join(format!("a-{cpu}-{t}.brv"));
@@ -513,11 +517,6 @@ fn archives_identical_across_levels_and_threads() {
 fn gguf_blocks_decode_alike_at_every_level() {
     let dir = tempfile::tempdir().unwrap();
     let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    let run = |cpu: &str, args: &[&str]| {
-        let o = Command::new(env!("CARGO_BIN_EXE_brevis")).env("BREVIS_CPU", cpu).args(args).output().unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        String::from_utf8_lossy(&o.stdout).into_owned()
-    };
     let mut fused = 0;
     for name in ["silero_family.gguf", "smollm2_kquants.gguf"] {
         let input = fixtures.join(name);

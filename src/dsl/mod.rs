@@ -573,8 +573,20 @@ impl Node {
         if tys.len() != self.children.len() || lens.len() != tys.len() {
             return Err(Error::corrupt("program arity does not match the operator"));
         }
-        let mut parts: Vec<Stream> = Vec::with_capacity(tys.len());
-        for ((child, &ty), &n) in self.children.iter().zip(tys).zip(lens) {
+        Node::decode_each(&self.children, tys, lens, r, env)
+    }
+
+    /// Decodes `children` in order, child `j` as `lens[j]` words of type `tys[j]`, each seeing
+    /// the ones before it as its siblings (as many as the shortest of the three).
+    pub(crate) fn decode_each(
+        children: &[Node],
+        tys: &[Ty],
+        lens: &[usize],
+        r: &mut ByteReader,
+        env: &Env,
+    ) -> Result<Vec<Stream>> {
+        let mut parts: Vec<Stream> = Vec::with_capacity(children.len());
+        for ((child, &ty), &n) in children.iter().zip(tys).zip(lens) {
             let s = child.decode(ty, n, r, &parts, env)?;
             parts.push(s);
         }

@@ -14,7 +14,7 @@ use crate::coder::lanes::SEGMENT;
 use crate::dsl::ops::blocks::{Blocks, Values};
 use crate::dsl::ops::lanes::Lanes;
 use crate::dsl::ops::palette::Palette;
-use crate::dsl::{Data, Env, Node, Op, Stream, Ty};
+use crate::dsl::{Data, Env, Node, Op, Ty};
 use crate::error::{Error, Result};
 use crate::simd::{self, PaletteParts, PaletteWord};
 
@@ -46,7 +46,7 @@ pub fn decode_into(b: &Blocks, p: &Node, ty: Ty, r: &mut ByteReader, env: &Env, 
     if tys.len() != k || lens.len() != k {
         return Err(Error::corrupt("program arity does not match the operator"));
     }
-    let parts = decode_children(&p.children[..k - 1], &tys, &lens, r, env)?;
+    let parts = Node::decode_each(&p.children[..k - 1], &tys, &lens, r, env)?;
     let (last, ty, n) = (&p.children[k - 1], tys[k - 1], lens[k - 1]);
     b.inverse_into_with(env.elem_offset, &parts, out, |sink| match &last.op {
         Op::Lanes(l) if ty.bits <= 8 => {
@@ -57,22 +57,6 @@ pub fn decode_into(b: &Blocks, p: &Node, ty: Ty, r: &mut ByteReader, env: &Env, 
         Op::Palette(pal) => palette_segments(pal, last, ty, n, r, env, sink),
         _ => Err(Error::invalid("fused blocks: not a program it takes")),
     })
-}
-
-/// The interpreter's decode of `children` in order (each may read the ones before it).
-fn decode_children(
-    children: &[Node],
-    tys: &[Ty],
-    lens: &[usize],
-    r: &mut ByteReader,
-    env: &Env,
-) -> Result<Vec<Stream>> {
-    let mut parts = Vec::with_capacity(children.len());
-    for ((child, &ty), &n) in children.iter().zip(tys).zip(lens) {
-        let s = child.decode(ty, n, r, &parts, env)?;
-        parts.push(s);
-    }
-    Ok(parts)
 }
 
 /// Symbols of at most 8 bits (checked by the leaf) as bytes, in `buf`.
@@ -101,7 +85,7 @@ fn palette_segments(
     let (Some(Op::Lanes(leaf)), true) = (node.children.get(3).map(|c| &c.op), node.children.len() == 4) else {
         return Err(Error::invalid("fused blocks: not a palette of a lanes leaf"));
     };
-    let parts = decode_children(&node.children[..3], &[ct, lt, gt], &[cn, ln, gn], r, env)?;
+    let parts = Node::decode_each(&node.children[..3], &[ct, lt, gt], &[cn, ln, gn], r, env)?;
     let [count, low, gaps] = &parts[..] else {
         return Err(Error::corrupt("palette: four parts expected"));
     };
@@ -186,6 +170,7 @@ impl<T: PaletteWord> Groups<'_, T> {
 mod tests {
     use super::*;
     use crate::dsl::build::*;
+    use crate::dsl::Stream;
 
     /// Quantization blocks of `b` bytes: each block's bytes drawn from a few values (so that
     /// palettes and contexts have something to take), from `seed`.
