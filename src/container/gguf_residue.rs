@@ -155,11 +155,21 @@ impl Io for Join<'_> {
         Ok(&self.out[at..])
     }
     fn string(&mut self) -> Result<()> {
+        let first = memchr::memchr2(0, 1, self.strs).ok_or_else(|| bad("unterminated string"))?;
+        // Most strings hold no escaped byte: their length is known before they are copied.
+        if self.strs[first] == 0 {
+            let (s, rest) = self.strs.split_at(first);
+            self.room(8 + first)?;
+            self.out.extend_from_slice(&(first as u64).to_le_bytes());
+            self.out.extend_from_slice(s);
+            self.strs = &rest[1..];
+            return Ok(());
+        }
         self.room(8)?;
         let at = self.out.len();
         self.out.extend_from_slice(&[0; 8]);
         loop {
-            let i = self.strs.iter().position(|&b| b <= 1).ok_or_else(|| bad("unterminated string"))?;
+            let i = memchr::memchr2(0, 1, self.strs).ok_or_else(|| bad("unterminated string"))?;
             self.room(i + 1)?;
             self.out.extend_from_slice(&self.strs[..i]);
             match self.strs[i..] {
