@@ -295,6 +295,21 @@ impl<'r> InOrder<'r> {
         }
     }
 
+    /// [`InOrder::hash`] of an input read through `input` (a file, say): only its last
+    /// bytes are read.
+    pub fn hash_of(self, input: &Bytes) -> Result<Option<u64>> {
+        if input.len() != self.len || self.at != self.pieces || self.next != self.full {
+            return Ok(None);
+        }
+        let len = self.len;
+        if len <= MID_MAX {
+            return xxh3_64_of(input, 1 << 20).map(Some);
+        }
+        let from = (self.full * BLOCK).min(len - STRIPE);
+        let tail = input.read(from, len)?;
+        Ok(Some(finish(self.acc, &tail[self.full * BLOCK - from..], &tail[tail.len() - STRIPE..], len)))
+    }
+
     /// XXH3-64 of `input` (the whole input, every piece given); None if a piece is missing.
     pub fn hash(self, input: &[u8]) -> Option<u64> {
         if input.len() != self.len || self.at != self.pieces || self.next != self.full {
