@@ -301,25 +301,16 @@ impl<'r> InOrder<'r> {
         if input.len() != self.len || self.at != self.pieces || self.next != self.full {
             return Ok(None);
         }
-        let len = self.len;
-        if len <= MID_MAX {
+        if self.len <= MID_MAX {
             return xxh3_64_of(input, 1 << 20).map(Some);
         }
-        let from = (self.full * BLOCK).min(len - STRIPE);
-        let tail = input.read(from, len)?;
-        Ok(Some(finish(self.acc, &tail[self.full * BLOCK - from..], &tail[tail.len() - STRIPE..], len)))
+        finish_of(self.acc, input, self.len).map(Some)
     }
 
     /// XXH3-64 of `input` (the whole input, every piece given); None if a piece is missing.
     pub fn hash(self, input: &[u8]) -> Option<u64> {
-        if input.len() != self.len || self.at != self.pieces || self.next != self.full {
-            return None;
-        }
-        if self.len <= MID_MAX {
-            return Some(xxh3_64(input));
-        }
-        let len = self.len;
-        Some(finish(self.acc, &input[self.full * BLOCK..], &input[len - STRIPE..], len))
+        // Reading from memory does not fail.
+        self.hash_of(&Bytes::from(input)).ok().flatten()
     }
 }
 
@@ -382,14 +373,19 @@ impl Folder {
         if len <= MID_MAX || input.len() != len {
             return xxh3_64_of(input, 1 << 20);
         }
-        let full = block_count(len);
-        self.catch_up(full, input)?;
-        // The last (partial or whole) block and the 64 bytes that end the input, which may
-        // reach back into the block before it.
-        let from = (full * BLOCK).min(len - STRIPE);
-        let tail = input.read(from, len)?;
-        Ok(finish(self.acc, &tail[full * BLOCK - from..], &tail[tail.len() - STRIPE..], len))
+        self.catch_up(block_count(len), input)?;
+        finish_of(self.acc, input, len)
     }
+}
+
+/// The end of the long loop over an input of `len > MID_MAX` bytes whose whole blocks (but the
+/// last) are folded into `acc`: the last (partial or whole) block and the 64 bytes that end the
+/// input, which may reach back into the block before it, read from `input`.
+fn finish_of(acc: Acc, input: &Bytes, len: usize) -> Result<u64> {
+    let full = block_count(len);
+    let from = (full * BLOCK).min(len - STRIPE);
+    let tail = input.read(from, len)?;
+    Ok(finish(acc, &tail[full * BLOCK - from..], &tail[tail.len() - STRIPE..], len))
 }
 
 /// Adds each block's sum to the accumulators and scrambles them, in order.
