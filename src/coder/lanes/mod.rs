@@ -8,8 +8,10 @@
 //! Tables have a precision `p` of 10 to 12 bits, so a decode table is `2^p` packed 32-bit entries
 //! (16 KiB per class, 32 KiB at most: L1-resident): `freq - 1` (bits 0..12), `slot - cum` (bits
 //! 12..24), and an 8-bit index (bits 24..32) that is the symbol minus the smallest coded symbol
-//! ("direct" mode, when the coded symbols span at most 255 values) or its rank ("mapped" mode,
-//! through a 256-entry map). A decode step is `e = table[class << p | x & (2^p - 1)]`,
+//! ("direct" mode, when the coded symbols span at most 255 values), the symbol itself (bytes that
+//! span all 256 values, where a byte value not coded can stand for the escape: no escape, or no
+//! context class), or its rank ("mapped" mode, through a 256-entry map: a look-up per symbol
+//! that the other modes do without). A decode step is `e = table[class << p | x & (2^p - 1)]`,
 //! `x = freq * (x >> p) + (slot - cum)`, then `x = x << 16 | next word` if `x < 2^16`.
 //!
 //! A block codes at most [`MAX_RANKS`] ranks: the *coded* symbols, plus one *escape* that stands for

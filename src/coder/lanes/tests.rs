@@ -7,6 +7,7 @@ use crate::coder::bitio::{put_varint, BitWriter, ByteReader};
 use crate::error::Error;
 use crate::simd::Isa;
 
+mod bytes;
 mod split;
 
 /// Histogram of `symbols` (at least one): used symbols ascending with their counts.
