@@ -39,23 +39,26 @@ pub(super) fn build_tables(model: &Model) -> Tables {
     let direct = c > 0 && (model.coded[c - 1] - model.coded[0]) as usize <= 254;
     // Bytes that span more (a byte's every value, as quants of signed bytes or two packed
     // nibbles take) are their own indices too, where a byte value can stand for the escape:
-    // none is needed, or no context class depends on the index (any value not coded then
-    // does). The decoders take them as direct ones from 0, without a map look-up per symbol
-    // (a third of a step's instructions in the SIMD decoders).
-    let free = (0..=255u16).find(|v| model.coded.binary_search(v).is_err());
-    let bytes = !direct
-        && c > 0
-        && model.coded[c - 1] <= 255
-        && (model.escs.is_empty() || (model.thresholds.is_empty() && free.is_some()));
+    // none is needed, or no context class depends on the index (a block with an escape codes at
+    // most 255 values, so one is free). The decoders take them as direct ones from 0, without a
+    // map look-up per symbol (a third of a step's instructions in the SIMD decoders).
+    let bytes = !direct && c > 0 && model.coded[c - 1] <= 255 && (model.escs.is_empty() || model.thresholds.is_empty());
     let mapped = !direct && !bytes;
     let base = if direct { model.coded[0] } else { 0 };
+    // The escape's index: past the coded ones, or (bytes) the first value not coded (`coded` is
+    // ascending).
+    let esc = match (direct, bytes) {
+        (true, _) => 255,
+        (_, true) => model.coded.iter().zip(0u32..).find(|&(&s, v)| s as u32 != v).map_or(c as u32, |(_, v)| v),
+        _ => c as u32,
+    };
     let idx = |r: usize| -> u32 {
-        match (r == c, direct, bytes) {
-            (true, true, _) => 255,
-            (true, _, true) => free.map_or(256, u32::from),
-            (true, ..) => c as u32,
-            (false, true, _) | (false, _, true) => (model.coded[r] - base) as u32,
-            (false, ..) => r as u32,
+        if r == c {
+            esc
+        } else if mapped {
+            r as u32
+        } else {
+            (model.coded[r] - base) as u32
         }
     };
     let mut map = [0u32; 256];
