@@ -129,6 +129,27 @@ impl Io for Split<'_> {
     }
 }
 
+/// The index of the first byte of `s` that is 0 or 1 (a stored string's end or escape): eight
+/// bytes at a time over the first 64 (most strings are short words, for which `memchr2`'s setup
+/// took most of the join), then `memchr2`.
+fn first_low(s: &[u8]) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    let mut at = 0;
+    for w in s.chunks_exact(8).take(8) {
+        // The bytes 0 and 1 become 0; the lowest zero byte is the lowest one flagged.
+        let v = u64::from_le_bytes(w.try_into().expect("eight bytes")) & !ONES;
+        let zero = v.wrapping_sub(ONES) & !v & (ONES << 7);
+        if zero != 0 {
+            return Some(at + zero.trailing_zeros() as usize / 8);
+        }
+        at += 8;
+    }
+    match at {
+        64 => memchr::memchr2(0, 1, &s[at..]).map(|i| at + i),
+        _ => s[at..].iter().position(|&b| b <= 1).map(|i| at + i),
+    }
+}
+
 /// The join: reads the strings and the rest, writes the original (at most `limit` bytes).
 struct Join<'a> {
     strs: &'a [u8],
@@ -155,7 +176,7 @@ impl Io for Join<'_> {
         Ok(&self.out[at..])
     }
     fn string(&mut self) -> Result<()> {
-        let first = memchr::memchr2(0, 1, self.strs).ok_or_else(|| bad("unterminated string"))?;
+        let first = first_low(self.strs).ok_or_else(|| bad("unterminated string"))?;
         // Most strings hold no escaped byte: their length is known before they are copied.
         if self.strs[first] == 0 {
             let (s, rest) = self.strs.split_at(first);
@@ -316,5 +337,33 @@ mod tests {
         let at = 1 + stored[0] as usize + 8;
         huge[at..at + 8].copy_from_slice(&u64::MAX.to_le_bytes());
         assert!(join(&huge, 1 << 20).is_err());
+    }
+
+    /// `first_low` finds the first 0 or 1 wherever it is (in a word, across words, past the
+    /// eight words it scans itself, in the tail), after any other byte values, or none.
+    #[test]
+    fn first_low_finds_the_first_zero_or_one() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for len in 0..150usize {
+            for at in (0..len).chain([usize::MAX]) {
+                for low in [0u8, 1] {
+                    // Bytes 2..=255 before and after (after `at`, 0s and 1s too).
+                    let s: Vec<u8> = (0..len)
+                        .map(|i| {
+                            x ^= x << 13;
+                            x ^= x >> 7;
+                            x ^= x << 17;
+                            match i.cmp(&at) {
+                                std::cmp::Ordering::Less => 2 + (x % 254) as u8,
+                                std::cmp::Ordering::Equal => low,
+                                std::cmp::Ordering::Greater => x as u8,
+                            }
+                        })
+                        .collect();
+                    let want = s.iter().position(|&b| b <= 1);
+                    assert_eq!(first_low(&s), want, "len {len} at {at}");
+                }
+            }
+        }
     }
 }
