@@ -347,7 +347,7 @@ mod tests {
         for len in 0..150usize {
             for at in (0..len).chain([usize::MAX]) {
                 for low in [0u8, 1] {
-                    // Bytes 2..=255 before and after (after `at`, 0s and 1s too).
+                    // Bytes 2..=255 before `at`, then `low`, then any bytes.
                     let s: Vec<u8> = (0..len)
                         .map(|i| {
                             x ^= x << 13;
