@@ -18,6 +18,14 @@ fn string(h: &mut Vec<u8>, s: &[u8]) {
     h.extend_from_slice(s);
 }
 
+/// The key and the head of a metadata value that is an array of `n` strings.
+fn string_array(h: &mut Vec<u8>, key: &[u8], n: u64) {
+    string(h, key);
+    h.extend_from_slice(&9u32.to_le_bytes());
+    h.extend_from_slice(&8u32.to_le_bytes());
+    h.extend_from_slice(&n.to_le_bytes());
+}
+
 fn header() -> Vec<u8> {
     let mut x = 0x2545_f491_4f6c_dd1du64;
     let mut next = move || {
@@ -38,10 +46,7 @@ fn header() -> Vec<u8> {
     string(&mut h, b"llama.context_length");
     h.extend_from_slice(&4u32.to_le_bytes());
     h.extend_from_slice(&8192u32.to_le_bytes());
-    string(&mut h, b"tokenizer.ggml.tokens");
-    h.extend_from_slice(&9u32.to_le_bytes());
-    h.extend_from_slice(&8u32.to_le_bytes());
-    h.extend_from_slice(&tokens.to_le_bytes());
+    string_array(&mut h, b"tokenizer.ggml.tokens", tokens);
     for i in 0..tokens {
         let mut t = word(2 + (i % 11) as usize);
         if i < 256 {
@@ -49,10 +54,7 @@ fn header() -> Vec<u8> {
         }
         string(&mut h, &t);
     }
-    string(&mut h, b"tokenizer.ggml.merges");
-    h.extend_from_slice(&9u32.to_le_bytes());
-    h.extend_from_slice(&8u32.to_le_bytes());
-    h.extend_from_slice(&merges.to_le_bytes());
+    string_array(&mut h, b"tokenizer.ggml.merges", merges);
     for i in 0..merges {
         let mut m = word(1 + (i % 5) as usize);
         m.push(b' ');
