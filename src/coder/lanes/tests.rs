@@ -264,6 +264,32 @@ fn back_context_pays_where_it_should() {
     assert_eq!(round_trip(&iid, Ctx::Back(384)), round_trip(&iid, Ctx::None));
 }
 
+/// Context classes whose thresholds are the ends of the byte range (index 1, and index 255 in a
+/// block of bytes that codes every value): the SIMD decoders compare a step's context indices
+/// as bytes, unsigned, and must find the same classes as the scalar one.
+#[test]
+fn back_classes_at_the_ends_of_the_byte_range() {
+    let mut seed = 15;
+    let d = 64;
+    let mut s: Vec<u16> = Vec::with_capacity(1 << 17);
+    for i in 0..1 << 17 {
+        let ctx = if i >= d { s[i - d] } else { 1 };
+        let r = lcg(&mut seed);
+        // After 0 and 255 mostly the same again; elsewhere any byte, 254 often enough to
+        // close the class below 255 (classes start at quantiles of the context).
+        s.push(match ctx {
+            0 | 255 if !r.is_multiple_of(10) => ctx,
+            _ if r % 10 < 3 => 254,
+            _ => (r >> 8 & 255) as u16,
+        });
+    }
+    let block = round_trip(&s, Ctx::Back(d as u32));
+    let spec = read_spec(&mut SpecReader::new(&block), &mut 0).unwrap().unwrap();
+    let tables = build_tables(&build_model(&spec).unwrap());
+    assert!(!tables.mapped && tables.esc_idx == 256, "a block of bytes, every value coded");
+    assert_eq!(tables.idx_thresholds, [1, 255]);
+}
+
 fn classes(block: &[u8]) -> usize {
     block_classes(block).unwrap()
 }

@@ -1,7 +1,9 @@
 //! The AVX2 decoder: four vectors of eight lanes. Table lookups are eight scalar loads, which
 //! measured as fast as `vpgatherdd` on Zen 5 and avoid its slow microcode on Zen 2/3; refill
-//! words are expanded with one `vpermd` from a 2 KiB table indexed by the refill mask. The
-//! vector loop ([`body`]) is shared with the AVX-512 decoder, which brings its own [`Refill`].
+//! words are expanded with one `vpermd` from a 2 KiB table indexed by the refill mask. Context
+//! classes are found for a whole step at once: its 32 context indices (the previous step's, or a
+//! row of the ring) compared with the thresholds as bytes. The vector loop ([`body`]) is shared
+//! with the AVX-512 decoder, which brings its own [`Refill`].
 
 use super::{EscReader, Input, Lanes, Tables, CTX_BACK, CTX_NONE, CTX_PREV};
 use crate::coder::lanes::{L, LANES, MAX_CLASSES};
@@ -158,21 +160,22 @@ pub(super) unsafe fn body<const MAPPED: bool, const ESC: bool, const CTX: u8, R:
     let zero = _mm256_setzero_si256();
     let escv = _mm256_set1_epi32(t.esc_idx as i32);
     let basev = _mm256_set1_epi16(t.base as i16);
-    let totalv = _mm256_set1_epi32(1 << t.prec);
-    let mut thr = [_mm256_set1_epi32(i32::MAX); MAX_CLASSES - 1];
+    // The class thresholds as bytes (indices and thresholds are below 256).
+    let mut thr = [zero; MAX_CLASSES - 1];
     for (v, &th) in thr.iter_mut().zip(&t.idx_thresholds) {
-        *v = _mm256_set1_epi32(th as i32 - 1);
+        *v = _mm256_set1_epi8(th as u8 as i8);
     }
     let nthr = t.idx_thresholds.len();
+    debug_assert!(nthr < MAX_CLASSES && t.idx_thresholds.iter().all(|&th| th < 256));
     let tab = t.tab.as_ptr();
     let map = t.map.as_ptr();
     let wp = inp.words.as_ptr();
     let mut x = [zero; 4];
-    let mut pv = [zero; 4];
-    for g in 0..4 {
-        x[g] = _mm256_loadu_si256(st.x.as_ptr().add(8 * g) as *const __m256i);
-        pv[g] = _mm256_cvtepu8_epi32(_mm_loadl_epi64(st.prev.as_ptr().add(8 * g) as *const __m128i));
+    for (g, v) in x.iter_mut().enumerate() {
+        *v = _mm256_loadu_si256(st.x.as_ptr().add(8 * g) as *const __m256i);
     }
+    // `CTX_PREV`: the indices of the last step, a byte per lane in lane order.
+    let mut prev = _mm256_loadu_si256(st.prev.as_ptr() as *const __m256i);
     // `CTX_BACK`: the ring of context indices, and the row of the current step.
     let ring = st.ring.as_mut_ptr();
     let ring_len = st.ring.len();
@@ -180,23 +183,33 @@ pub(super) unsafe fn body<const MAPPED: bool, const ESC: bool, const CTX: u8, R:
     // Packed indices in lane order after `packus` of the four groups.
     let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     while i + LANES <= n && pos + LANES <= nwords {
-        if CTX == CTX_BACK {
-            debug_assert!(row + LANES <= ring_len);
-            for (g, p) in pv.iter_mut().enumerate() {
+        // The step's 32 classes at once, a byte each from its context index (the previous
+        // step's, or the ring's row): the number of thresholds at or below it (`max(r, t) == r`:
+        // `r >= t`, unsigned). Compared a group of eight lanes at a time as 32-bit words, they
+        // were a third of the step's instructions with eight classes.
+        let mut classes = zero;
+        if CTX != CTX_NONE {
+            let r = if CTX == CTX_BACK {
+                debug_assert!(row + LANES <= ring_len);
                 // SAFETY: `row + 32 <= ring.len()`.
-                *p = _mm256_cvtepu8_epi32(_mm_loadl_epi64(ring.add(row + 8 * g) as *const __m128i));
+                _mm256_loadu_si256(ring.add(row) as *const __m256i)
+            } else {
+                prev
+            };
+            for th in &thr[..nthr] {
+                classes = _mm256_sub_epi8(classes, _mm256_cmpeq_epi8(_mm256_max_epu8(r, *th), r));
             }
         }
         let mut idx = [zero; 4];
         for g in 0..4 {
             let mut slot = _mm256_and_si256(x[g], maskv);
             if CTX != CTX_NONE {
-                for th in &thr[..nthr] {
-                    let ge = _mm256_cmpgt_epi32(pv[g], *th);
-                    slot = _mm256_add_epi32(slot, _mm256_and_si256(ge, totalv));
-                }
+                // Group `g`'s eight classes, widened where they are used (held as four vectors
+                // of offsets, they spilled the AVX2 decoder's registers).
+                let half = if g < 2 { _mm256_castsi256_si128(classes) } else { _mm256_extracti128_si256::<1>(classes) };
+                let h = if g % 2 == 0 { half } else { _mm_srli_si128::<8>(half) };
+                slot = _mm256_add_epi32(slot, _mm256_sll_epi32(_mm256_cvtepu8_epi32(h), pcnt));
             }
-            debug_assert!(nthr < MAX_CLASSES);
             // SAFETY: every slot is below `classes << prec` = `tab.len()` (see `scalar_run`).
             let e = gather(tab, slot);
             let f = _mm256_add_epi32(_mm256_and_si256(e, m12), one);
@@ -210,17 +223,19 @@ pub(super) unsafe fn body<const MAPPED: bool, const ESC: bool, const CTX: u8, R:
             let (xg, taken) = R::refill(y, w, low);
             x[g] = xg;
             pos += taken;
-            if CTX == CTX_PREV {
-                pv[g] = idx[g];
-            }
         }
-        if CTX == CTX_BACK {
+        if CTX != CTX_NONE {
             let b = _mm256_packus_epi16(_mm256_packus_epi32(idx[0], idx[1]), _mm256_packus_epi32(idx[2], idx[3]));
-            // SAFETY: as for the loads above.
-            _mm256_storeu_si256(ring.add(row) as *mut __m256i, _mm256_permutevar8x32_epi32(b, order));
-            row += LANES;
-            if row == ring_len {
-                row = 0;
+            let b = _mm256_permutevar8x32_epi32(b, order);
+            if CTX == CTX_PREV {
+                prev = b;
+            } else {
+                // SAFETY: as for the loads above.
+                _mm256_storeu_si256(ring.add(row) as *mut __m256i, b);
+                row += LANES;
+                if row == ring_len {
+                    row = 0;
+                }
             }
         }
         debug_assert!(i + LANES <= n);
@@ -228,14 +243,10 @@ pub(super) unsafe fn body<const MAPPED: bool, const ESC: bool, const CTX: u8, R:
         store_step::<MAPPED, ESC>(&idx, map, basev, escv, &mut out[i..i + LANES], esc)?;
         i += LANES;
     }
-    for g in 0..4 {
-        _mm256_storeu_si256(st.x.as_mut_ptr().add(8 * g) as *mut __m256i, x[g]);
-        let mut p = [0u32; 8];
-        _mm256_storeu_si256(p.as_mut_ptr() as *mut __m256i, pv[g]);
-        for (d, &v) in st.prev[8 * g..8 * g + 8].iter_mut().zip(&p) {
-            *d = v as u8;
-        }
+    for (g, &v) in x.iter().enumerate() {
+        _mm256_storeu_si256(st.x.as_mut_ptr().add(8 * g) as *mut __m256i, v);
     }
+    _mm256_storeu_si256(st.prev.as_mut_ptr() as *mut __m256i, prev);
     st.pos = pos;
     st.row = row;
     Ok(i)
