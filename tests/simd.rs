@@ -244,18 +244,24 @@ fn from_runs_every_level() {
     }
 }
 
-/// `from_runs_steps` into bytes at every level moves the same words as into 16-bit words,
-/// each narrowed to its low byte, and writes nothing else.
+/// `from_runs_steps` at every level moves word `32 t + j` of the block to place
+/// `r j + t0 + t`, and into bytes the same words, each narrowed to its low byte; it writes
+/// nothing else.
 #[test]
 fn from_runs_steps_into_bytes_every_level() {
     for isa in simd::available() {
-        for n in [32usize, 33, 32 * 15 + 5, 32 * 16, 32 * 17 + 31, 32 * 48 + 3] {
+        for n in [32usize, 33, 32 * 15 + 5, 32 * 16, 32 * 17 + 31, 32 * 48 + 3, 32 * 64, 32 * 100 + 7] {
             let r = n / 32;
             let coded: Vec<u16> = values(n as u64 + 11, 32 * r, 16).into_iter().map(|v| v as u16).collect();
             for (t0, steps) in [(0, r), (r / 3, r - r / 3)] {
                 let block = &coded[32 * t0..32 * (t0 + steps)];
                 let mut words = vec![0xA5A5u16; n];
                 simd::from_runs_steps_at(isa, block, &mut words, t0);
+                let mut want = vec![0xA5A5u16; n];
+                for (i, &w) in block.iter().enumerate() {
+                    want[r * (i % 32) + t0 + i / 32] = w;
+                }
+                assert!(words == want, "isa {isa:?} n {n} t0 {t0}");
                 let mut bytes = vec![0xA5u8; n];
                 simd::from_runs_steps_at(isa, block, &mut bytes, t0);
                 assert!(bytes.iter().zip(&words).all(|(&b, &w)| b == w as u8), "isa {isa:?} n {n} t0 {t0}");

@@ -18,11 +18,14 @@
 //! * [`pack_u8`]: the encoder's packing of bytes, the inverse of [`unpack_u8`] (AVX2 level: BMI2
 //!   `pext`, the inverse of `unpack`'s `pdep`).
 //!
-//! The AVX-512 level has its own lanes decoder refill (`coder::lanes`); these kernels run their
-//! AVX2 versions there.
+//! The AVX-512 level has its own lanes decoder refill (`coder::lanes`) and its own
+//! [`from_runs_steps`] (`avx512.rs`: the AVX2 kernel's transposes do not fit in 16 registers);
+//! the other kernels run their AVX2 versions there.
 
 #[cfg(target_arch = "x86_64")]
 pub mod avx2;
+#[cfg(target_arch = "x86_64")]
+pub mod avx512;
 pub mod derive;
 pub mod kquants;
 pub mod scalar;
@@ -366,9 +369,15 @@ pub fn from_runs_steps_at<T: RunWord>(isa: Isa, block: &[u16], x: &mut [T], t0: 
     assert!(block.len().is_multiple_of(RUNS) && t0 + block.len() / RUNS <= x.len() / RUNS);
     #[cfg(target_arch = "x86_64")]
     if isa.min(detected()) >= Isa::Avx2 {
-        // SAFETY: AVX2 was detected on this CPU (every level from AVX2 up has it); the block's
-        // steps are within `x` (asserted above).
-        let done = unsafe { avx2::from_runs_steps(block, x, t0) };
+        // SAFETY: AVX2 was detected on this CPU (every level from AVX2 up has it), and AVX-512 F
+        // and BW at the AVX-512 level; the block's steps are within `x` (asserted above).
+        let done = unsafe {
+            if isa.min(detected()) == Isa::Avx512 {
+                avx512::from_runs_steps(block, x, t0)
+            } else {
+                avx2::from_runs_steps(block, x, t0)
+            }
+        };
         return scalar::from_runs_steps(block, x, t0, done);
     }
     let _ = isa;
