@@ -248,7 +248,7 @@ fn from_runs_every_level() {
 /// `r j + t0 + t`, and into bytes the same words, each narrowed to its low byte; it writes
 /// nothing else.
 #[test]
-fn from_runs_steps_into_bytes_every_level() {
+fn from_runs_steps_every_level() {
     for isa in simd::available() {
         for n in [32usize, 33, 32 * 15 + 5, 32 * 16, 32 * 17 + 31, 32 * 48 + 3, 32 * 64, 32 * 100 + 7] {
             let r = n / 32;
