@@ -190,8 +190,8 @@ pub fn decode_ctx_at(isa: Isa, input: &[u8], ctx: Ctx, out: &mut [u16]) -> Resul
 /// ([`super::encode_block`]).
 pub fn decode_block(isa: Isa, input: &[u8], ctx: Ctx, split: bool, out: &mut [u16]) -> Result<usize> {
     decode_segments(Kernel::of(isa), input, ctx, split, out.len(), |next| {
-        // A split block takes its segments one at a time.
-        for seg in out.chunks_mut(if split { SEGMENT } else { usize::MAX }) {
+        // A split block takes its segments two at a time.
+        for seg in out.chunks_mut(if split { PAIR } else { usize::MAX }) {
             next(seg)?;
         }
         Ok(())
@@ -231,7 +231,7 @@ impl Kernel {
 #[cfg(test)]
 pub(super) fn decode_ctx_kernel(k: Kernel, input: &[u8], ctx: Ctx, split: bool, out: &mut [u16]) -> Result<usize> {
     decode_segments(k, input, ctx, split, out.len(), |next| {
-        for seg in out.chunks_mut(if split { SEGMENT } else { usize::MAX }) {
+        for seg in out.chunks_mut(if split { PAIR } else { usize::MAX }) {
             next(seg)?;
         }
         Ok(())
@@ -239,8 +239,9 @@ pub(super) fn decode_ctx_kernel(k: Kernel, input: &[u8], ctx: Ctx, split: bool, 
 }
 
 /// Decodes a block of `n` symbols encoded with `ctx` a few steps at a time into a buffer in L1,
-/// handing each segment to `sink` with the index of its first symbol: what narrows symbols to
-/// bytes, or merges them into words, takes them without a whole-block buffer of 16-bit symbols.
+/// handing each segment (at most [`SEGMENT`] symbols) to `sink` with the index of its first
+/// symbol: what narrows symbols to bytes, or merges them into words, takes them without a
+/// whole-block buffer of 16-bit symbols.
 /// Returns the bytes consumed; errors as [`decode_ctx`] (`sink`'s included; segments handed
 /// before a corrupt block is found hold unspecified values).
 pub fn decode_with(
@@ -250,21 +251,29 @@ pub fn decode_with(
     n: usize,
     mut sink: impl FnMut(usize, &[u16]) -> Result<()>,
 ) -> Result<usize> {
-    let mut buf = [0u16; RUN_STEPS * LANES];
+    // A split block two segments at a time (a segment of each stream at once), handed to `sink`
+    // one at a time; another a segment at a time.
+    let mut buf = [0u16; PAIR];
+    let step = if super::splits(split, n) { PAIR } else { SEGMENT };
     decode_segments(Kernel::of(crate::simd::isa()), input, ctx, split, n, |next| {
-        for start in (0..n).step_by(buf.len()) {
-            let seg = &mut buf[..(n - start).min(RUN_STEPS * LANES)];
+        for start in (0..n).step_by(step) {
+            let seg = &mut buf[..(n - start).min(step)];
             next(seg)?;
-            sink(start, seg)?;
+            for (j, s) in seg.chunks(SEGMENT).enumerate() {
+                sink(start + j * SEGMENT, s)?;
+            }
         }
         Ok(())
     })
 }
 
-/// Steps decoded at a time by [`decode_runs`] and [`decode_with`]: 4 KiB, in L1 until they are
-/// moved. A segment of a split block.
+/// Steps decoded at a time by [`decode_runs`]: 4 KiB, in L1 until they are moved. A segment of
+/// a split block.
 const RUN_STEPS: usize = 64;
 const _: () = assert!(RUN_STEPS * LANES == SEGMENT);
+/// Symbols a split block decodes at a time: a segment of each stream (8 KiB, in L1 until
+/// [`decode_with`] moves them).
+const PAIR: usize = 2 * SEGMENT;
 
 /// Decodes a block of `out.len()` symbols encoded with [`Ctx::Prev`] in the order of
 /// `simd::to_runs`, and writes them back in run order (`simd::from_runs`): 64 steps
@@ -309,8 +318,8 @@ pub fn decode_runs_checked<T: RunWord>(
 
 /// Decodes the `n` symbols of a block encoded with `ctx` through `f`, which hands `next`
 /// consecutive segments of them: each but the last a whole number of steps, `n` symbols in all;
-/// for a split block ([`super::splits`]), each a whole segment ([`SEGMENT`] symbols) but the
-/// last. Returns the bytes consumed.
+/// for a split block ([`super::splits`]), each two whole segments ([`PAIR`] symbols: a segment
+/// of each stream) but the last. Returns the bytes consumed.
 fn decode_segments(
     k: Kernel,
     input: &[u8],
@@ -388,26 +397,17 @@ fn decode_segments(
     };
     let mut done = 0usize;
     if two {
-        // The second stream's segment, decoded with the first's one before it.
-        let mut ahead = [0u16; SEGMENT];
-        let mut held = 0usize;
-        let mut odd = false;
+        // A segment of each stream at once: the first stream's into the first half of `seg`,
+        // the second's into the rest, in place.
         f(&mut |seg| {
-            if seg.len() != SEGMENT.min(n - done) {
-                return Err(Error::invalid("lanes: a split block decodes a segment at a time"));
+            if seg.len() != PAIR.min(n - done) {
+                return Err(Error::invalid("lanes: a split block decodes two segments at a time"));
             }
             done += seg.len();
-            if odd {
-                debug_assert_eq!(held, seg.len());
-                seg.copy_from_slice(&ahead[..held]);
-            } else {
-                held = SEGMENT.min(n - done);
-                let [s0, s1] = &mut st;
-                let [x0, x1] = &mut esc;
-                run_pair(k, mode, &t, &inp, [x0, x1], [s0, s1], seg, &mut ahead[..held])?;
-            }
-            odd = !odd;
-            Ok(())
+            let (a, b) = seg.split_at_mut(SEGMENT.min(seg.len()));
+            let [s0, s1] = &mut st;
+            let [x0, x1] = &mut esc;
+            run_pair(k, mode, &t, &inp, [x0, x1], [s0, s1], a, b)
         })?;
     } else {
         f(&mut |seg| {
