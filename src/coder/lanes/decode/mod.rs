@@ -251,8 +251,8 @@ pub fn decode_with(
     n: usize,
     mut sink: impl FnMut(usize, &[u16]) -> Result<()>,
 ) -> Result<usize> {
-    // A split block two segments at a time (a segment of each stream at once), handed to `sink`
-    // one at a time; another a segment at a time.
+    // A split block is decoded two segments at a time (a segment of each stream at once) and
+    // handed to `sink` one segment at a time; a block that is not split, a segment at a time.
     let mut buf = [0u16; PAIR];
     let step = if super::splits(split, n) { PAIR } else { SEGMENT };
     decode_segments(Kernel::of(crate::simd::isa()), input, ctx, split, n, |next| {
