@@ -676,6 +676,98 @@ static void test_memfd(const char *path, const unsigned char *orig, size_t n, co
     remove(arc);
 }
 
+/* brevis_reader: reads of the original at any offset and through a FILE *, which decode only
+ * what they cover; with small chunks a read crosses many of them. A damaged archive is an error
+ * of the read, which brevis_reader_error keeps. */
+static void test_reader(const char *path, const unsigned char *orig, size_t n, const char *tmp) {
+    char arc[4096], missing[4096];
+    snprintf(arc, sizeof arc, "%s/c-api-reader.brv", tmp);
+    snprintf(missing, sizeof missing, "%s/does-not-exist/x", tmp);
+    brevis_options *o = brevis_options_new();
+    EXPECT(BREVIS_OK, brevis_options_set(o, BREVIS_OPTION_PRESERVE, 0));
+    EXPECT(BREVIS_OK, brevis_options_set(o, BREVIS_OPTION_CHUNK_BYTES, 4096));
+    EXPECT(BREVIS_OK, brevis_compress_file(path, arc, o));
+    brevis_reader *r = NULL;
+    EXPECT(BREVIS_OK, brevis_reader_open(arc, NULL, NULL, &r));
+    CHECK(r != NULL);
+    uint64_t size = 0;
+    EXPECT(BREVIS_OK, brevis_reader_size(r, &size));
+    CHECK(size == n);
+    unsigned char *back = malloc(n + 1);
+    /* Ranges of many lengths at many offsets, each compared with the original. */
+    unsigned long long x = 88172645463325252ULL;
+    for (int i = 0; i < 200 && back != NULL; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        size_t at = (size_t)(x % n), len = (size_t)((x >> 20) % (i % 3 == 0 ? 70000 : 300));
+        if (len > n - at) len = n - at;
+        EXPECT(BREVIS_OK, brevis_reader_read_at(r, at, back, len));
+        CHECK(memcmp(back, orig + at, len) == 0);
+    }
+    EXPECT(BREVIS_OK, brevis_reader_read_at(r, 0, back, n));
+    CHECK(memcmp(back, orig, n) == 0);
+    EXPECT(BREVIS_OK, brevis_reader_read_at(r, n, back, 0));
+    EXPECT(BREVIS_ERROR_INVALID_ARGUMENT, brevis_reader_read_at(r, n - 1, back, 2));
+    EXPECT(BREVIS_ERROR_INVALID_ARGUMENT, brevis_reader_read_at(r, UINT64_MAX, back, 1));
+    EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_reader_read_at(r, 0, NULL, 1));
+    EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_reader_read_at(NULL, 0, back, 1));
+#ifdef __linux__
+    FILE *f = NULL;
+    EXPECT(BREVIS_OK, brevis_reader_fopen(r, &f));
+    CHECK(f != NULL);
+    if (f != NULL && back != NULL) {
+        memset(back, 0, n + 1);
+        CHECK(fread(back, 1, n + 1, f) == n && feof(f) && memcmp(back, orig, n) == 0);
+        CHECK(fseeko(f, 0, SEEK_END) == 0 && ftello(f) == (off_t)n);
+        CHECK(fseeko(f, (off_t)(n / 3), SEEK_SET) == 0 && ftello(f) == (off_t)(n / 3));
+        size_t rest = n - n / 3;
+        CHECK(fread(back, 1, rest, f) == rest && memcmp(back, orig + n / 3, rest) == 0);
+        CHECK(fseeko(f, -1, SEEK_SET) != 0);
+        CHECK(fwrite("x", 1, 1, f) == 0); /* read-only */
+        CHECK(fclose(f) == 0);
+    }
+    EXPECT(BREVIS_OK, brevis_reader_error(r));
+#else
+    FILE *f = NULL;
+    EXPECT(BREVIS_ERROR_UNSUPPORTED, brevis_reader_fopen(r, &f));
+#endif
+    brevis_reader_free(r);
+    brevis_reader_free(NULL);
+    EXPECT(BREVIS_OK, brevis_reader_error(NULL));
+    r = NULL;
+    EXPECT(BREVIS_ERROR_IO, brevis_reader_open(missing, NULL, NULL, &r));
+    EXPECT(BREVIS_ERROR_CORRUPT, brevis_reader_open(path, NULL, NULL, &r)); /* not an archive */
+    EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_reader_open(NULL, NULL, NULL, &r));
+    EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_reader_open(arc, NULL, NULL, NULL));
+    EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_reader_size(NULL, &size));
+    EXPECT(BREVIS_ERROR_NULL_POINTER, brevis_reader_fopen(NULL, &f));
+    CHECK(r == NULL);
+    /* A payload byte flipped (the archive's middle): the read of that part fails. */
+    size_t m = 0;
+    unsigned char *bytes = read_file(arc, &m);
+    if (bytes != NULL && m > 64) {
+        bytes[m / 2] ^= 0x20;
+        FILE *w = fopen(arc, "wb");
+        CHECK(w != NULL && fwrite(bytes, 1, m, w) == m && fclose(w) == 0);
+        if (brevis_reader_open(arc, NULL, NULL, &r) == BREVIS_OK) {
+            int rc = brevis_reader_read_at(r, 0, back, n);
+            CHECK(rc == BREVIS_ERROR_CHECKSUM || rc == BREVIS_ERROR_CORRUPT);
+#ifdef __linux__
+            if (brevis_reader_fopen(r, &f) == BREVIS_OK) {
+                CHECK(fread(back, 1, n, f) < n && ferror(f));
+                fclose(f);
+                rc = brevis_reader_error(r);
+                CHECK(rc == BREVIS_ERROR_CHECKSUM || rc == BREVIS_ERROR_CORRUPT);
+            }
+#endif
+            brevis_reader_free(r);
+        }
+    }
+    free(bytes);
+    free(back);
+    brevis_options_free(o);
+    remove(arc);
+}
+
 /* Whether `path` has permission bits `mode` and, when `mtime` is not 0, that modification time. */
 static int attrs_are(const char *path, mode_t mode, time_t mtime) {
     struct stat st;
@@ -784,6 +876,7 @@ int main(int argc, char **argv) {
     test_files(argv[1], orig, n, argv[2]);
     test_family_files(argv[1], orig, n, argv[2]);
     test_memfd(argv[1], orig, n, argv[2]);
+    test_reader(argv[1], orig, n, argv[2]);
     test_preserve(orig, n, argv[2]);
     if (release) {
         /* No test hook in a release library: its key is unknown. */

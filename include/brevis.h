@@ -13,6 +13,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define BREVIS_VERSION_MAJOR 0
 #define BREVIS_VERSION_MINOR 1
@@ -149,6 +150,12 @@ typedef struct brevis_archive brevis_archive;
  * handle is a data race.
  */
 typedef struct brevis_options brevis_options;
+
+/**
+ * An archive file opened for reads of its original at any offset (`brevis_reader_open`). Any
+ * number of threads may read at once.
+ */
+typedef struct brevis_reader brevis_reader;
 
 /**
  * What the archive's index says about one tensor. Its pointers stay valid until the archive is
@@ -619,6 +626,84 @@ int brevis_archive_gguf_tensor_info(const brevis_archive *a, size_t index, brevi
  * and not be used afterwards.
  */
 void brevis_archive_free(brevis_archive *a);
+
+/**
+ * Opens the archive file at `path` for reads of its original (`brevis_reader_read_at`,
+ * `brevis_reader_fopen`) and sets `*out` to a new handle (free it with `brevis_reader_free`).
+ * Only the archive's index is read here; each read decodes the chunks it covers, each checked
+ * against its checksum. A read of one tensor's bytes (what a model loader does, tensor after
+ * tensor) also starts a thread that decodes the tensors after it in the file into a staging
+ * area of at most 16 MiB (a quarter of `BREVIS_OPTION_MEMORY_LIMIT` when that is smaller), from
+ * which the next reads are copied. `ref_path`: the file the archive was made against (the same
+ * file, or an archive of it), or NULL; an archive made against a reference without it, or with
+ * another file, fails with `BREVIS_ERROR_INVALID_ARGUMENT`. The archive (and reference) file
+ * must not change while the handle is open. `opts` NULL uses the defaults
+ * (`BREVIS_OPTION_MEMORY_LIMIT` bounds the index).
+ *
+ * # Safety
+ * `path` must be a NUL-terminated string, `ref_path` NULL or one, `opts` NULL or a live
+ * handle, `out` valid for a write.
+ */
+int brevis_reader_open(const char *path,
+                       const char *ref_path,
+                       const brevis_options *opts,
+                       brevis_reader **out);
+
+/**
+ * Sets `*size` to the size of the original, in bytes.
+ *
+ * # Safety
+ * `r` must be NULL or a live handle, `size` valid for a write.
+ */
+int brevis_reader_size(const brevis_reader *r, uint64_t *size);
+
+/**
+ * Decodes bytes `[offset, offset + len)` of the original into `dst`; a range past the original's
+ * end fails with `BREVIS_ERROR_INVALID_ARGUMENT`. On error the contents of `dst` are
+ * unspecified.
+ *
+ * # Safety
+ * `r` must be NULL or a live handle, `dst` valid for `len` bytes (NULL when `len` is 0).
+ */
+int brevis_reader_read_at(const brevis_reader *r, uint64_t offset, uint8_t *dst, size_t len);
+
+/**
+ * Sets `*out` to a new read-only C stream (`FILE *`, glibc's or musl's `fopencookie`) over the
+ * original: `fread` decodes what it reads, `fseek` and `ftell` move over the original's bytes.
+ * The stream's buffer is refilled with one chunk at a time, so that reading a tensor from its
+ * start decodes each of its chunks once, straight into that buffer, with the read-ahead of
+ * `brevis_reader_open`; it reserves address space for the whole original (an anonymous
+ * mapping with no memory reserved, of which only a chunk's length is ever touched). A program
+ * that takes a `FILE *` reads the original through it without the original being on disk or in
+ * memory whole; llama.cpp loads a model so (`llama_model_load_from_file_ptr` with mmap off: the
+ * stream has no descriptor to map). A failed read sets `errno` to `EIO`, and `brevis_reader_error` gives its status. The
+ * stream borrows `r`: `fclose` it before `brevis_reader_free`. Linux only: elsewhere
+ * `BREVIS_ERROR_UNSUPPORTED`.
+ *
+ * # Safety
+ * `r` must be a live handle that outlives the stream, `out` valid for a write.
+ */
+int brevis_reader_fopen(brevis_reader *r,
+                        FILE **out);
+
+/**
+ * The status of the first read through a stream of `brevis_reader_fopen` that failed
+ * (`BREVIS_ERROR_CHECKSUM` for a damaged archive, say), or `BREVIS_OK` when none has (also for
+ * NULL).
+ *
+ * # Safety
+ * `r` must be NULL or a live handle.
+ */
+int brevis_reader_error(const brevis_reader *r);
+
+/**
+ * Releases a reader handle; NULL is a no-op. Streams of `brevis_reader_fopen` must be closed
+ * first.
+ *
+ * # Safety
+ * `r` must be NULL or come from `brevis_reader_open`, and not be used afterwards.
+ */
+void brevis_reader_free(brevis_reader *r);
 
 /**
  * For each of the `count` files at `paths` (safetensors or GGUF: a master and its casts and

@@ -10,7 +10,9 @@ use crate::{dsl, hash, work};
 use rayon::prelude::*;
 
 mod gguf;
+mod reader;
 pub use gguf::{GgufTensor, GgufView};
+pub(crate) use reader::Reader;
 
 /// An opened archive: its index, and random access to each tensor.
 pub struct Archive<'a> {

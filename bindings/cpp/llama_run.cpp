@@ -1,10 +1,14 @@
 // Runs a prompt in llama.cpp from a GGUF model or a Brevis archive of one (`.gguf.brv`), with
 // greedy sampling, and prints the prompt and the generated text to stdout as llama.cpp's own
-// `llama-simple` does. The archive is decoded into memory, never to disk
-// (`brevis_llama::load_model`, bindings/cpp/brevis_llama.hpp).
+// `llama-simple` does. An archive is read through llama.cpp's own loader from a stream that decodes
+// what it reads, never written anywhere (`brevis_llama::load_model`, bindings/cpp/brevis_llama.hpp).
 //
-//   llama_run MODEL [-n N] [-t THREADS] [--ignore-eog] [--logits FILE] [--tokens FILE] [PROMPT...]
+//   llama_run MODEL [-n N] [-t THREADS] [--ref FILE] [--memfd] [--no-mmap] [--ignore-eog] [--logits FILE]
+//             [--tokens FILE] [PROMPT...]
 //
+//   --ref FILE     the reference an archive made with `brevis compress --ref` needs
+//   --memfd        load an archive by the fallback path instead (decoded whole into a memfd)
+//   --no-mmap      load a GGUF file with llama.cpp's reads instead of its memory map
 //   -n N           tokens to generate (default 32; fewer when the model ends the text)
 //   --ignore-eog   go on after an end-of-generation token (exactly N tokens)
 //   -t THREADS     llama.cpp's threads (default: llama.cpp's)
@@ -36,7 +40,9 @@ double ms_since(Clock::time_point t0) {
 }
 
 int usage(const char *argv0) {
-    std::fprintf(stderr, "usage: %s MODEL [-n N] [-t THREADS] [--ignore-eog] [--logits FILE] [--tokens FILE] [PROMPT...]\n",
+    std::fprintf(stderr,
+                 "usage: %s MODEL [-n N] [-t THREADS] [--ref FILE] [--memfd] [--no-mmap] [--ignore-eog] [--logits FILE] "
+                 "[--tokens FILE] [PROMPT...]\n",
                  argv0);
     return 2;
 }
@@ -58,6 +64,9 @@ struct Args {
     int n_predict = 32;
     int threads = 0;
     bool ignore_eog = false;
+    bool memfd = false;
+    bool no_mmap = false;
+    std::string ref_path;
     std::string logits_path;
     std::string tokens_path;
 };
@@ -72,12 +81,18 @@ bool parse(int argc, char **argv, Args &a) {
         std::string k = argv[i];
         if (k == "--ignore-eog") {
             a.ignore_eog = true;
-        } else if ((k == "-n" || k == "-t" || k == "--logits" || k == "--tokens") && i + 1 < argc) {
+        } else if (k == "--memfd") {
+            a.memfd = true;
+        } else if (k == "--no-mmap") {
+            a.no_mmap = true;
+        } else if ((k == "-n" || k == "-t" || k == "--ref" || k == "--logits" || k == "--tokens") && i + 1 < argc) {
             std::string v = argv[++i];
             if (k == "-n") {
                 a.n_predict = std::atoi(v.c_str());
             } else if (k == "-t") {
                 a.threads = std::atoi(v.c_str());
+            } else if (k == "--ref") {
+                a.ref_path = v;
             } else if (k == "--logits") {
                 a.logits_path = v;
             } else {
@@ -134,8 +149,14 @@ int main(int argc, char **argv) {
 
     llama_backend_init();
     llama_model_params mparams = llama_model_default_params();
+    if (args.no_mmap) {
+        mparams.load_mode = LLAMA_LOAD_MODE_NONE;
+    }
     const char *error = nullptr;
-    llama_model *model = brevis_llama::load_model(args.model.c_str(), mparams, nullptr, &error);
+    const char *ref = args.ref_path.empty() ? nullptr : args.ref_path.c_str();
+    llama_model *model = args.memfd && brevis_llama::is_archive(args.model.c_str())
+                             ? brevis_llama::load_model_memfd(args.model.c_str(), mparams, nullptr, &error)
+                             : brevis_llama::load_model(args.model.c_str(), mparams, ref, nullptr, &error);
     if (model == nullptr) {
         std::fprintf(stderr, "llama_run: %s: %s\n", args.model.c_str(), error);
         return 1;

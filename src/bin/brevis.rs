@@ -13,6 +13,8 @@
 mod bench;
 #[path = "brevis/codec.rs"]
 mod codec;
+#[path = "brevis/exec.rs"]
+mod exec;
 #[path = "brevis/family.rs"]
 mod family;
 #[path = "brevis/fsio.rs"]
@@ -97,6 +99,31 @@ enum Cmd {
     Inspect(InspectArgs),
     /// Check every checksum; with ORIGINAL, also compare the restored bytes with it.
     Verify(VerifyArgs),
+    /// Run a program on archives as on the original files (Linux): each ARCHIVE (a .brv file, or
+    /// a folder made by compress -r) is decoded into sealed anonymous memory, never to disk, and
+    /// every argument of PROGRAM that names it is replaced by the path of its decoded bytes
+    /// (/proc/self/fd/N; for a folder, a private temporary folder of links, removed when PROGRAM
+    /// exits). PROGRAM's exit status (or the signal that killed it) is brevis's.
+    ///
+    /// Example: brevis exec model.gguf.brv -- llama-server -m model.gguf.brv
+    Exec(ExecArgs),
+}
+
+#[derive(Args)]
+struct ExecArgs {
+    /// Archives (.brv files, or folders of them) to decode for PROGRAM.
+    #[arg(value_name = "ARCHIVE", required = true)]
+    archives: Vec<PathBuf>,
+    /// The reference the archives were made against (safetensors, GGUF or .brv), where an
+    /// archive needs one that no archive given restores.
+    #[arg(long = "ref", value_name = "BASE")]
+    reference: Option<PathBuf>,
+    /// PROGRAM and its arguments, after `--`.
+    #[arg(last = true, required = true, value_name = "PROGRAM ARGS")]
+    command: Vec<std::ffi::OsString>,
+    /// Worker threads of the decode (0 = all cores).
+    #[arg(short = 'T', long = "threads", default_value_t = 0)]
+    threads: usize,
 }
 
 /// The files of a compress or decompress call, and what happens to them.
@@ -384,6 +411,13 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Verify(args) => verify(args),
+        Cmd::Exec(args) => exec::run(&exec::Exec {
+            archives: &args.archives,
+            reference: args.reference.as_deref(),
+            command: &args.command,
+            memory_limit: brevis::DecodeOptions::default().memory_limit,
+            threads: args.threads,
+        }),
     }
 }
 fn prior_learn(files: Vec<PathBuf>, output: PathBuf, force: bool, common: Common) -> Result<ExitCode, String> {

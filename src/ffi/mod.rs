@@ -26,12 +26,15 @@ mod codec;
 
 mod archive;
 
+mod reader;
+
 mod family;
 
 pub use archive::*;
 pub use codec::*;
 pub use family::*;
 pub use options::*;
+pub use reader::*;
 
 use crate::error::Error;
 use std::ffi::{c_char, c_int};
