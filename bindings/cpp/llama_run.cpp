@@ -3,12 +3,14 @@
 // `llama-simple` does. An archive is read through llama.cpp's own loader from a stream that decodes
 // what it reads, never written anywhere (`brevis_llama::load_model`, bindings/cpp/brevis_llama.hpp).
 //
-//   llama_run MODEL [-n N] [-t THREADS] [--ref FILE] [--memfd] [--no-mmap] [--ignore-eog] [--logits FILE]
+//   llama_run MODEL [-n N] [-t THREADS] [--ref FILE] [--memfd] [--no-mmap] [--t0-ns NS] [--ignore-eog] [--logits FILE]
 //             [--tokens FILE] [PROMPT...]
 //
 //   --ref FILE     the reference an archive made with `brevis compress --ref` needs
 //   --memfd        load an archive by the fallback path instead (decoded whole into a memfd)
 //   --no-mmap      load a GGUF file with llama.cpp's reads instead of its memory map
+//   --t0-ns NS     measure times from NS (nanoseconds since the epoch: when a wrapper such as
+//                  `brevis exec` that starts this program was started) instead of this start
 //   -n N           tokens to generate (default 32; fewer when the model ends the text)
 //   --ignore-eog   go on after an end-of-generation token (exactly N tokens)
 //   -t THREADS     llama.cpp's threads (default: llama.cpp's)
@@ -33,7 +35,7 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = std::chrono::system_clock;
 
 double ms_since(Clock::time_point t0) {
     return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
@@ -41,7 +43,7 @@ double ms_since(Clock::time_point t0) {
 
 int usage(const char *argv0) {
     std::fprintf(stderr,
-                 "usage: %s MODEL [-n N] [-t THREADS] [--ref FILE] [--memfd] [--no-mmap] [--ignore-eog] [--logits FILE] "
+                 "usage: %s MODEL [-n N] [-t THREADS] [--ref FILE] [--memfd] [--no-mmap] [--t0-ns NS] [--ignore-eog] [--logits FILE] "
                  "[--tokens FILE] [PROMPT...]\n",
                  argv0);
     return 2;
@@ -67,6 +69,7 @@ struct Args {
     bool memfd = false;
     bool no_mmap = false;
     std::string ref_path;
+    long long t0_ns = 0;
     std::string logits_path;
     std::string tokens_path;
 };
@@ -85,7 +88,8 @@ bool parse(int argc, char **argv, Args &a) {
             a.memfd = true;
         } else if (k == "--no-mmap") {
             a.no_mmap = true;
-        } else if ((k == "-n" || k == "-t" || k == "--ref" || k == "--logits" || k == "--tokens") && i + 1 < argc) {
+        } else if ((k == "-n" || k == "-t" || k == "--ref" || k == "--t0-ns" || k == "--logits" || k == "--tokens") &&
+                   i + 1 < argc) {
             std::string v = argv[++i];
             if (k == "-n") {
                 a.n_predict = std::atoi(v.c_str());
@@ -93,6 +97,8 @@ bool parse(int argc, char **argv, Args &a) {
                 a.threads = std::atoi(v.c_str());
             } else if (k == "--ref") {
                 a.ref_path = v;
+            } else if (k == "--t0-ns") {
+                a.t0_ns = std::atoll(v.c_str());
             } else if (k == "--logits") {
                 a.logits_path = v;
             } else {
@@ -140,11 +146,14 @@ bool write_logits(const std::string &path, const float *logits, int n) {
 }  // namespace
 
 int main(int argc, char **argv) {
-    const Clock::time_point t0 = Clock::now();
+    Clock::time_point t0 = Clock::now();
     std::setlocale(LC_NUMERIC, "C");
     Args args;
     if (!parse(argc, argv, args)) {
         return usage(argv[0]);
+    }
+    if (args.t0_ns > 0) {
+        t0 = Clock::time_point(std::chrono::duration_cast<Clock::duration>(std::chrono::nanoseconds(args.t0_ns)));
     }
 
     llama_backend_init();

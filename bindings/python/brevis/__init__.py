@@ -20,6 +20,9 @@ target/release/ (running from a checkout).
 Arrays: `brevis.numpy` and `brevis.torch` mirror `safetensors.numpy` / `safetensors.torch`
 (load_file, save_file, load, save); `brevis.safe_open(path, framework="np"|"pt")` decodes one
 tensor at a time; `brevis.load_folder(path)` loads a whole folder of archives.
+
+Paths: `with brevis.decoded_path("model.gguf.brv") as path:` gives code that opens files by path
+(llama_cpp, safetensors.safe_open, transformers, vLLM) the original, decoded into memory (Linux).
 """
 
 import ctypes
@@ -34,7 +37,7 @@ __all__ = [
     "family_references", "archive_identity",
     "version", "Archive", "TensorInfo", "BrevisError", "InvalidArgumentError", "BufferTooSmallError",
     "CorruptArchiveError", "UnsupportedArchiveError", "ChecksumError", "LimitError", "BrevisIOError",
-    "TensorNotFoundError", "InternalError", "safe_open", "load_folder",
+    "TensorNotFoundError", "InternalError", "safe_open", "load_folder", "decoded_path",
 ]
 
 
@@ -483,6 +486,16 @@ def safe_open(path, framework="np", device="cpu"):
     from ._arrays import SafeOpen
 
     return SafeOpen(path, framework, device)
+
+
+def decoded_path(archive, *, reference=None, memory_limit=None):
+    """A context manager that yields a path to the original of `archive` (a .brv file, or a folder
+    made by `brevis compress -r`), decoded into anonymous memory, for code that opens files by path
+    (llama_cpp.Llama(model_path=...), safetensors.safe_open, transformers, vLLM); removed when the
+    block ends. Linux. See brevis._paths."""
+    from ._paths import decoded_path as _decoded_path
+
+    return _decoded_path(archive, reference=reference, memory_limit=memory_limit)
 
 
 def load_folder(path, framework="np", device="cpu"):
