@@ -672,7 +672,8 @@ int brevis_reader_read_at(const brevis_reader *r, uint64_t offset, uint8_t *dst,
  * original: `fread` decodes what it reads, `fseek` and `ftell` move over the original's bytes.
  * The stream's buffer is refilled with one chunk at a time, so that reading a tensor from its
  * start decodes each of its chunks once, straight into that buffer, with the read-ahead of
- * `brevis_reader_open`; it reserves address space for the whole original (an anonymous
+ * `brevis_reader_open`, which starts here on the file's first chunks (a loader reads the
+ * header first, then the tensors); it reserves address space for the whole original (an anonymous
  * mapping with no memory reserved, of which only a chunk's length is ever touched). A program
  * that takes a `FILE *` reads the original through it without the original being on disk or in
  * memory whole; llama.cpp loads a model so (`llama_model_load_from_file_ptr` with mmap off: the

@@ -246,7 +246,7 @@ impl Reader {
             Piece::Chunk { t, c, len } => (t, c, len),
         };
         if skip == 0 && out.len() >= len {
-            self.stage_after(k);
+            self.stage_from(k + 1);
             match inner.take(k) {
                 Some(v) => {
                     out[..len].copy_from_slice(&v[..len]);
@@ -262,12 +262,20 @@ impl Reader {
         Ok(n)
     }
 
-    /// Starts the decoding of the chunks after piece `k` in file order that are neither read
+    /// Starts decoding the first chunks of the file into the staging area, as a read of a
+    /// chunk does for the chunks after it: for a loader that parses the header first and reads
+    /// the tensors after (llama.cpp takes tens of milliseconds over a tokenizer before it reads
+    /// a tensor, on one core).
+    pub fn read_ahead(&self) {
+        self.stage_from(0);
+    }
+
+    /// Starts the decoding of the chunks from piece `k` on in file order that are neither read
     /// nor staged, in the worker pool, while they fit in the window.
-    fn stage_after(&self, k: usize) {
+    fn stage_from(&self, k: usize) {
         let inner = &self.inner;
         let mut ahead = locked(&inner.ahead);
-        for j in k + 1..inner.layout.pieces.len() {
+        for j in k..inner.layout.pieces.len() {
             let Piece::Chunk { t, c, len } = inner.layout.pieces[j] else { continue };
             if ahead.done[j] || ahead.slots.contains_key(&j) {
                 continue;
