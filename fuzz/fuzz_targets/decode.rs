@@ -1,5 +1,6 @@
-//! Arbitrary bytes as an archive: decoding (the whole file, a few tensors, the GGUF view) must
-//! return an error or the original, never panic, and never allocate beyond the memory limit.
+//! Arbitrary bytes as an archive: decoding (the whole file, a few tensors, the GGUF view, reads of
+//! byte ranges) must return an error or the original, never panic, and never allocate beyond the
+//! memory limit.
 //! An archive made against a reference is also decoded with the silero fixture as its reference
 //! (the golden `derive` archive's master, so its derivations and their damage are reached).
 #![no_main]
@@ -17,5 +18,13 @@ fuzz_target!(|data: &[u8]| {
             let _ = a.decode_tensor(i);
         }
         let _ = a.gguf();
+        // Ranges across pieces, cut inside chunks, past the end.
+        let size = a.original_size();
+        if size <= 64 << 20 {
+            for (at, len) in [(0, size), (size / 3, size / 2 + 1), (size.saturating_sub(5), 9), (size / 7, 1)] {
+                let mut buf = vec![0u8; len.min(64 << 20) as usize];
+                let _ = a.read_at(at, &mut buf);
+            }
+        }
     }
 });
