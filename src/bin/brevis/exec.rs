@@ -54,6 +54,8 @@ fn substitute(arg: &OsStr, from: &Path, to: &Path) -> Option<OsString> {
 #[cfg(target_os = "linux")]
 mod linux {
     use super::*;
+    use crate::family;
+    use crate::jobs::{Dst, Job, Plan, Src};
     use std::os::fd::AsRawFd;
     use std::sync::atomic::{AtomicI32, Ordering};
 
@@ -166,72 +168,51 @@ mod linux {
     /// A folder made by `compress -r`: a private temporary folder with the same tree, where each
     /// `NAME.brv` is `NAME`, a link to its decoded bytes, and every other file a link to itself.
     /// Archives made against another archive of the folder (a family) are decoded after it,
-    /// against its decoded bytes.
+    /// against its decoded bytes (`family::restored_references`, as `decompress -r` does).
     fn folder(e: &Exec, dir: &Path, reference: Option<&std::fs::File>, d: &mut Decoded) -> Result<PathBuf, String> {
         let tmp = tempfile::Builder::new().prefix("brevis-exec-").tempdir().map_err(|err| format!("exec: {err}"))?;
         let root = tmp.path().to_path_buf();
         d.folders.push(tmp);
         let mut files = Vec::new();
         walk(dir, Path::new(""), &mut files).map_err(|err| format!("{}: {err}", dir.display()))?;
-        // (archive, where it goes, the archive file) for each archive; links for the rest.
-        let mut pending = Vec::new();
+        // Archives to decode (as `decompress -r` restores them); links for the rest.
+        let mut plan = Plan::default();
         for rel in files {
             let src = dir.join(&rel);
-            let is_archive = rel.extension().is_some_and(|x| x == "brv") && brevis_magic(&src);
             if let Some(parent) = rel.parent() {
                 std::fs::create_dir_all(root.join(parent)).map_err(|err| format!("exec: {err}"))?;
             }
-            if is_archive {
-                let f = std::fs::File::open(&src).map_err(|err| format!("{}: {err}", src.display()))?;
-                pending.push((src, root.join(rel.with_extension("")), f));
+            if rel.extension().is_some_and(|x| x == "brv") && brevis_magic(&src) {
+                plan.jobs.push(Job { src: Src::File(src), dst: Dst::File(root.join(rel.with_extension(""))) });
             } else {
                 let target = std::fs::canonicalize(&src).map_err(|err| format!("{}: {err}", src.display()))?;
                 std::os::unix::fs::symlink(target, root.join(&rel)).map_err(|err| format!("exec: {err}"))?;
             }
         }
-        // Decoded originals by identity, for the archives made against them. An archive whose
-        // reference is not decoded yet waits for the next pass; once a pass decodes nothing,
-        // the ones left take --ref.
-        let mut made: Vec<((u64, u64), usize)> = Vec::new();
-        let mut stuck = false;
-        while !pending.is_empty() {
-            let before = pending.len();
-            let mut later = Vec::new();
-            for (src, dst, f) in pending {
-                let named = |err: brevis::Error| format!("{}: {err}", src.display());
-                let mut a = brevis::Archive::open_file(&f, e.memory_limit).map_err(named)?;
-                if let Some(r) = a.reference_file() {
-                    match (made.iter().find(|(id, _)| *id == (r.size, r.hash)), reference) {
-                        (Some(&(_, k)), _) => {
-                            // The archive borrows the reference for as long as PROGRAM runs: a
-                            // descriptor of the decoded bytes, left open until brevis exits.
-                            let r = d.files[k].try_clone().map_err(|err| format!("exec: {err}"))?;
-                            a.set_reference_file(Box::leak(Box::new(r))).map_err(named)?;
-                        }
-                        (None, Some(r)) if stuck => a.set_reference_file(r).map_err(named)?,
-                        (None, _) => {
-                            drop(a);
-                            later.push((src, dst, f));
-                            continue;
-                        }
-                    }
-                }
-                let path = memfd(e, &src, &a, d)?;
-                let o = a.original_file();
-                made.push(((o.size, o.hash), d.files.len() - 1));
-                std::os::unix::fs::symlink(&path, &dst).map_err(|err| format!("exec: {err}"))?;
-            }
-            if later.len() == before {
-                if stuck || reference.is_none() {
-                    let src = &later[0].0;
-                    return Err(format!(
+        // A family's master first; each archive made against another one's original reads it
+        // through that one's link (/proc/self/fd/N of the memfd, in this process), the others
+        // against --ref.
+        let restored = family::restored_references(&mut plan, e.memory_limit)?;
+        for job in &plan.jobs {
+            let (Src::File(src), Dst::File(dst)) = (&job.src, &job.dst) else { continue };
+            let named = |err: brevis::Error| format!("{}: {err}", src.display());
+            let f = std::fs::File::open(src).map_err(|err| format!("{}: {err}", src.display()))?;
+            let against = match restored.get(src) {
+                Some(p) => Some(std::fs::File::open(p).map_err(|err| format!("{}: {err}", p.display()))?),
+                None => None,
+            };
+            let mut a = brevis::Archive::open_file(&f, e.memory_limit).map_err(named)?;
+            if a.needs_reference() {
+                let r = against.as_ref().or(reference).ok_or_else(|| {
+                    format!(
                         "{}: made against a file that no archive of the folder restores (give it with --ref)",
                         src.display()
-                    ));
-                }
-                stuck = true;
+                    )
+                })?;
+                a.set_reference_file(r).map_err(named)?;
             }
-            pending = later;
+            let path = memfd(e, src, &a, d)?;
+            std::os::unix::fs::symlink(&path, dst).map_err(|err| format!("exec: {err}"))?;
         }
         Ok(root)
     }
