@@ -2,6 +2,7 @@
 //! indices into the table, u(ceil log2 t)]. The chunk header carries the table size t.
 
 use super::prelude::*;
+use rustc_hash::FxHashMap;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Dict;
@@ -58,15 +59,24 @@ impl Dict {
         Some((vals, idx))
     }
 
-    /// Wider words: the sorted distinct words, each index by binary search.
+    /// Wider words: the sorted distinct words, each index by a hash lookup. The distinct words
+    /// are gathered in a hash map that gives up as soon as there are too many, so a stream that
+    /// is no dictionary's is dropped after a part of it; only the distinct words are sorted.
     fn forward_wide(x: &Stream) -> Option<(Vec<u64>, Stream)> {
-        let mut vals: Vec<u64> = x.iter().collect();
-        vals.sort_unstable();
-        vals.dedup();
-        if vals.len() > MAX_ENTRIES {
-            return None;
+        let mut rank: FxHashMap<u64, u32> = FxHashMap::default();
+        rank.reserve(x.len().min(MAX_ENTRIES + 1));
+        for v in x.iter() {
+            rank.entry(v).or_insert(0);
+            if rank.len() > MAX_ENTRIES {
+                return None;
+            }
         }
-        let idx = x.map_words(Ty::u(index_bits(vals.len())), |v| vals.binary_search(&v).unwrap() as u64);
+        let mut vals: Vec<u64> = rank.keys().copied().collect();
+        vals.sort_unstable();
+        for (r, v) in vals.iter().enumerate() {
+            rank.insert(*v, r as u32);
+        }
+        let idx = x.map_words(Ty::u(index_bits(vals.len())), |v| rank[&v] as u64);
         Some((vals, idx))
     }
 
