@@ -20,6 +20,10 @@ pub(crate) struct Chosen {
     pub fixed: bool,
     /// See [`synth::Choice::standalone_estimate`].
     pub standalone_estimate: u64,
+    /// The cheaper level's program, where it differs (`programs`): the encoder codes every chunk
+    /// with both and keeps this one where it costs less over the whole tensor
+    /// (`compress::encode`).
+    pub alternative: Option<Node>,
 }
 
 /// For each job, the first earlier job with identical bytes and the same word width (it
@@ -126,6 +130,9 @@ pub(crate) fn prior(jobs: &[Job], dup_of: &[Option<usize>], opts: &Options) -> R
 /// for the same tensor, chosen the same way, and the cheaper level's is kept where it is no
 /// larger over the whole tensor and costs less with this level's decode price (`synth::better_of`):
 /// `max` never comes out larger than `default`, nor `default` than `fast` beyond its decode price.
+/// The comparison with the level below the one asked for is left to the encoder, which codes the
+/// whole tensor anyway (`Chosen::alternative`): it costs one encoding of the cheaper level's
+/// program rather than two of both before the encoding.
 pub(crate) fn programs(
     jobs: &[Job],
     dup_of: &[Option<usize>],
@@ -136,22 +143,32 @@ pub(crate) fn programs(
     let mine = programs_at(jobs, dup_of, forced, prior.clone(), opts)?;
     let Some(cheaper) = opts.level.cheaper() else { return Ok(mine) };
     // Its statistics are not counted: they describe this level's search.
-    let theirs =
-        programs(jobs, dup_of, forced, prior.clone(), &Options { level: cheaper, stats: None, ..opts.clone() })?;
-    mine.into_par_iter()
+    let lower = Options { level: cheaper, stats: None, ..opts.clone() };
+    let theirs = programs(jobs, dup_of, forced, prior.clone(), &lower)?;
+    // The cheaper level's own comparison is made here, before this level's.
+    let theirs = theirs.into_par_iter().enumerate().map(|(i, t)| settle(jobs, i, t, &prior, &lower));
+    Ok(mine
+        .into_par_iter()
         .zip(theirs)
-        .enumerate()
-        .map(|(i, (m, t))| {
+        .map(|(m, t)| {
+            let t = t?;
             if m.fixed || t.fixed || m.program == t.program {
                 return Ok(m);
             }
-            let so = search_options(opts, &jobs[i], prior.clone());
-            Ok(match synth::better_of(&jobs[i].view(), &so, [&m.program, &t.program])? {
-                0 => m,
-                _ => t,
-            })
+            Ok(Chosen { alternative: Some(t.program), ..m })
         })
-        .collect()
+        .collect::<Result<Vec<_>>>()?)
+}
+
+/// `c` with its alternative settled by encoding both programs over the whole tensor
+/// (`synth::better_of`) rather than by the encoder.
+fn settle(jobs: &[Job], i: usize, c: Chosen, prior: &Arc<Prior>, opts: &Options) -> Result<Chosen> {
+    let Some(alt) = &c.alternative else { return Ok(c) };
+    let so = search_options(opts, &jobs[i], prior.clone());
+    Ok(match synth::better_of(&jobs[i].view(), &so, [&c.program, alt])? {
+        0 => Chosen { alternative: None, ..c },
+        _ => Chosen { program: alt.clone(), alternative: None, ..c },
+    })
 }
 
 /// [`programs`] at the level of `opts` alone.
@@ -166,7 +183,7 @@ fn programs_at(
         jobs.iter().enumerate().map(|(i, j)| forced.and_then(|f| f(i, &j.view()))).collect();
     let leader = leaders(jobs, dup_of, &imposed, opts);
     let choose_one = |i: usize, finalists: Option<&[Node]>| -> Result<(Chosen, Vec<Node>)> {
-        let fixed = |program| Ok((Chosen { program, fixed: true, standalone_estimate: 0 }, Vec::new()));
+        let fixed = |program| Ok((Chosen { program, fixed: true, standalone_estimate: 0, alternative: None }, Vec::new()));
         if let Some(p) = &imposed[i] {
             return fixed(p.clone());
         }
@@ -178,7 +195,8 @@ fn programs_at(
             Some(f) => synth::choose_among(&view, &so, f)?,
             None => synth::choose(&view, &so)?,
         };
-        Ok((Chosen { program: c.program, fixed: false, standalone_estimate: c.standalone_estimate }, c.finalists))
+        let chosen = Chosen { program: c.program, fixed: false, standalone_estimate: c.standalone_estimate, alternative: None };
+        Ok((chosen, c.finalists))
     };
     let mut slots: Vec<Option<(Chosen, Vec<Node>)>> = (0..jobs.len()).map(|_| None).collect();
     let firsts: Vec<usize> = (0..jobs.len()).filter(|&i| leader[i].is_none()).collect();

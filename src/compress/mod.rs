@@ -43,6 +43,10 @@ struct Coded {
     payload: Vec<u8>,
     checksum: Option<u64>,
     sums: (usize, Vec<hash::BlockSum>),
+    /// Where the tensor has an alternative program (`Chosen::alternative`): the chunk's
+    /// (size, size + decode price) with its program and with the alternative (`u64::MAX` where
+    /// the alternative does not encode it).
+    costs: Option<[(u64, u64); 2]>,
 }
 
 /// Compresses `input` into `out` (from position 0) and returns the archive's length; `out` may
@@ -160,7 +164,7 @@ fn chunk_list(jobs: &[Job], opts: &Options) -> Vec<Work> {
 /// Codes one chunk with `program` (of an input of `len` bytes).
 fn encode_chunk(j: &Job, program: &Node, (_, s, e): Work, len: u64) -> Result<Coded> {
     if !program.reads_payload() {
-        return Ok(Coded { payload: Vec::new(), checksum: None, sums: (0, Vec::new()) });
+        return Ok(Coded { payload: Vec::new(), checksum: None, sums: (0, Vec::new()), costs: None });
     }
     // Room for the chunk's own size: payloads seldom exceed it, so they are not regrown.
     let mut payload = Vec::with_capacity(e - s + 64);
@@ -174,7 +178,7 @@ fn encode_chunk(j: &Job, program: &Node, (_, s, e): Work, len: u64) -> Result<Co
             hash::piece_sums(b, at, len as usize, &mut sums);
             dsl::fused::encode_from(program, ty, b, &mut payload).map(|_| xxh3_64(b))
         })??;
-        return Ok(Coded { payload, checksum: Some(checksum), sums: (blocks.start, sums) });
+        return Ok(Coded { payload, checksum: Some(checksum), sums: (blocks.start, sums), costs: None });
     }
     let (stream, checksum) = j.bytes.with_read(s, e, |b| {
         hash::piece_sums(b, at, len as usize, &mut sums);
@@ -185,7 +189,36 @@ fn encode_chunk(j: &Job, program: &Node, (_, s, e): Work, len: u64) -> Result<Co
         _ => None,
     };
     program.encode_at(&stream, &[], reference.as_ref(), (s / (j.word_bits / 8) as usize) as u64, &mut payload)?;
-    Ok(Coded { payload, checksum: Some(checksum), sums: (blocks.start, sums) })
+    Ok(Coded { payload, checksum: Some(checksum), sums: (blocks.start, sums), costs: None })
+}
+
+/// [`encode_chunk`] with `program`, and where `alternative` is given, the chunk's costs with
+/// both (`Coded::costs`; decode priced at `decode_weight`, as `synth::better_of` prices it).
+fn encode_chunk_against(
+    j: &Job,
+    program: &Node,
+    alternative: Option<&Node>,
+    w: Work,
+    len: u64,
+    decode_weight: f64,
+) -> Result<Coded> {
+    let mut coded = encode_chunk(j, program, w, len)?;
+    if let Some(alt) = alternative {
+        let ty = dsl::Ty::u(j.word_bits);
+        let elems = (w.2 - w.1) / ty.container_bytes();
+        let own = coded.payload.len() as u64;
+        let own = (own, own + synth::price_of(program, ty, elems, decode_weight) as u64);
+        let theirs = j.bytes.with_read(w.1, w.2, |b| -> Result<(u64, u64)> {
+            let x = dsl::Stream::from_le_bytes(ty, b)?;
+            let r = match (&j.reference, alt.uses_reference()) {
+                (Some((_, rb)), true) => Some(dsl::Stream::from_le_bytes(ty, &rb.read(w.1, w.2)?)?),
+                _ => None,
+            };
+            Ok(synth::encoded_cost(alt, &x, r.as_ref(), (w.1 / ty.container_bytes()) as u64, decode_weight))
+        })??;
+        coded.costs = Some([own, theirs]);
+    }
+    Ok(coded)
 }
 
 /// Codes every chunk and writes them in index order. Returns each tensor's final program and
@@ -214,14 +247,21 @@ fn encode<W: Write + Seek + Send>(
         programs: chosen.iter().map(|c| c.program.clone()).collect(),
         chunks: vec![Vec::new(); jobs.len()],
         tensor_start: vec![writer.offset(); jobs.len()],
+        costs: vec![[(0, 0); 2]; jobs.len()],
         writer,
     });
     // Tensors sent to `raw` (a chunk their program could not code): chunks taken after that are
     // coded as `raw`, and those coded before with the old program are coded again.
     let to_raw: Vec<std::sync::atomic::AtomicBool> = jobs.iter().map(|_| Default::default()).collect();
     let raw = dsl::build::raw();
-    let code =
-        |w: Work, as_raw: bool| encode_chunk(&jobs[w.0], if as_raw { &raw } else { &chosen[w.0].program }, w, len);
+    let weight = opts.level.decode_weight();
+    let code = |w: Work, as_raw: bool| match as_raw {
+        true => encode_chunk(&jobs[w.0], &raw, w, len),
+        false => {
+            let c = &chosen[w.0];
+            encode_chunk_against(&jobs[w.0], &c.program, c.alternative.as_ref(), w, len, weight)
+        }
+    };
     // Writes the chunks that are ready, from the next one to be written on.
     let write_ready = |out: &mut Output<W>| -> Result<()> {
         while let Some((k, as_raw, coded)) = pipe.next_ready() {
@@ -233,7 +273,31 @@ fn encode<W: Write + Seek + Send>(
             match coded {
                 // Coded before its tensor was sent to `raw`.
                 _ if as_raw != now_raw => out.put(jobs, &all, w, code(w, true)?)?,
-                Ok(c) => out.put(jobs, &all, w, c)?,
+                Ok(c) => {
+                    if let Some([own, theirs]) = c.costs {
+                        let t = &mut out.costs[i];
+                        *t = [0, 1].map(|k| {
+                            let (a, b) = ([own, theirs][k], t[k]);
+                            (a.0.saturating_add(b.0), a.1.saturating_add(b.1))
+                        });
+                    }
+                    out.put(jobs, &all, w, c)?;
+                    // The tensor's last chunk: its alternative replaces its program where it
+                    // costs less and is no larger with the program's wire form (as
+                    // `synth::better_of` decides), and the tensor is written again with it.
+                    if let (Some(alt), false, true) = (&chosen[i].alternative, now_raw, w.2 == jobs[i].bytes.len()) {
+                        let [own, theirs] = out.costs[i];
+                        let wire = chosen[i].program.to_bytes().len() as u64;
+                        if theirs.0 <= own.0.saturating_add(wire) && theirs.1 < own.1 {
+                            out.programs[i] = alt.clone();
+                            out.writer.rewind_to(out.tensor_start[i])?;
+                            out.chunks[i].clear();
+                            for &x in work[..=k].iter().filter(|x| x.0 == i) {
+                                out.put(jobs, &all, x, encode_chunk(&jobs[i], alt, x, len)?)?;
+                            }
+                        }
+                    }
+                }
                 // A chunk that the program chosen on a sample cannot code sends its whole
                 // tensor to `raw`: rewrite the tensor from its start.
                 Err(Error::Invalid(_)) if !chosen[i].fixed && !as_raw => {
@@ -298,6 +362,8 @@ struct Output<'a, 'w, W: Write + Seek> {
     programs: Vec<Node>,
     chunks: Vec<Vec<ChunkEntry>>,
     tensor_start: Vec<u64>,
+    /// Each tensor's costs so far with its program and its alternative (`Coded::costs`).
+    costs: Vec<[(u64, u64); 2]>,
 }
 
 impl<W: Write + Seek> Output<'_, '_, W> {
@@ -504,7 +570,7 @@ mod tests {
                 assert_eq!(jobs.len(), 2);
                 let chosen: Vec<Chosen> = jobs
                     .iter()
-                    .map(|_| Chosen { program: dsl::build::lanes(), fixed: false, standalone_estimate: 0 })
+                    .map(|_| Chosen { program: dsl::build::lanes(), fixed: false, standalone_estimate: 0, alternative: None })
                     .collect();
                 let work = chunk_list(&jobs, &opts);
                 let mut out = std::io::Cursor::new(Vec::new());
@@ -528,6 +594,59 @@ mod tests {
             assert!(archive(1, Options::default().memory_limit) == two, "bad chunk {bad}, one thread");
             // One chunk coded at a time (`work::batch` of 1).
             assert!(archive(2, 7 * 2 * per as u64) == two, "bad chunk {bad}, small memory limit");
+        }
+    }
+
+    /// A tensor's alternative program (the cheaper level's) replaces its program where it costs
+    /// less over the whole tensor, as `synth::better_of` decides, whichever comes first: the
+    /// tensor is written again with it, and the archive decodes. An alternative that does not
+    /// code a chunk never wins.
+    #[test]
+    fn the_alternative_that_costs_less_over_the_tensor_is_kept() {
+        let (chunks, per) = (6, 5000);
+        let input = file(chunks, per, usize::MAX);
+        let opts = Options { chunk_bytes: 2 * per, ..Default::default() };
+        let src = Source::Memory(&input);
+        let none = plan::Derived::default();
+        let jobs = plan::plan(src, None, &none, opts.memory_limit).unwrap();
+        let (raw, lanes) = (dsl::build::raw(), dsl::build::lanes());
+        // Too many distinct words for `lanes` in tensor `a`: it cannot be the alternative there.
+        let wide = file(chunks, per, 2);
+        let wide_jobs = plan::plan(Source::Memory(&wide), None, &none, opts.memory_limit).unwrap();
+        for (input, jobs, program, alternative, kept) in [
+            (&input, &jobs, &raw, &lanes, &lanes),
+            (&input, &jobs, &lanes, &raw, &lanes),
+            (&wide, &wide_jobs, &raw, &lanes, &raw),
+        ] {
+            let src = Source::Memory(input);
+            let chosen: Vec<Chosen> = jobs
+                .iter()
+                .map(|_| Chosen {
+                    program: program.clone(),
+                    fixed: false,
+                    standalone_estimate: 0,
+                    alternative: Some(alternative.clone()),
+                })
+                .collect();
+            let work = chunk_list(jobs, &opts);
+            let mut out = std::io::Cursor::new(Vec::new());
+            let mut writer = Writer::start(&mut out).unwrap();
+            let (programs, entries, folder) = encode(src, jobs, &chosen, &work, &opts, &mut writer).unwrap();
+            assert_eq!(&programs[0], kept);
+            let so = synth::SearchOptions {
+                decode_weight: opts.level.decode_weight(),
+                ..synth::SearchOptions::new(choose::chunk_elems(&opts, 16) as usize)
+            };
+            let by_better_of = [program, alternative][synth::better_of(&jobs[0].view(), &so, [program, alternative]).unwrap()];
+            assert_eq!(&programs[0], by_better_of);
+            assert_eq!(programs[1], lanes, "tensor b: lanes codes it in fewer bytes");
+            let hash = folder.finish(&src.all().unwrap()).unwrap();
+            let residue = residue(src, jobs).unwrap();
+            let index = index(src, hash, jobs, &chosen, programs, entries, residue, None, &opts).unwrap();
+            let len = writer.finish_with(&index, None, opts.level.meta_zstd()).unwrap() as usize;
+            let mut archive = out.into_inner();
+            archive.truncate(len);
+            assert_eq!(&crate::api::decompress(&archive).unwrap(), input);
         }
     }
 }

@@ -402,17 +402,8 @@ fn chunk_costs(t: &TensorView, opts: &SearchOptions, programs: &[&Node], most: u
             let (s, e) = (c * step, (c * step + step).min(t.bytes.len()));
             let x = Stream::from_le_bytes(ty, &t.bytes.read(s, e)?)?;
             let r = reference.map(|f| f.read(s, e).and_then(|b| Stream::from_le_bytes(ty, &b))).transpose()?;
-            Ok(programs
-                .par_iter()
-                .map(|p| {
-                    let mut buf = Vec::new();
-                    // The chunk's first element: a chunk of quantization blocks may start inside one.
-                    match p.encode_at(&x, &[], r.as_ref(), (s / wb) as u64, &mut buf) {
-                        Ok(()) => (buf.len() as u64, (buf.len() + price(p, &x, opts.decode_weight)) as u64),
-                        Err(_) => (u64::MAX, u64::MAX),
-                    }
-                })
-                .collect())
+            // The chunk's first element: a chunk of quantization blocks may start inside one.
+            Ok(programs.par_iter().map(|p| encoded_cost(p, &x, r.as_ref(), (s / wb) as u64, opts.decode_weight)).collect())
         })
         .collect::<Result<Vec<_>>>()?;
     for chunk in per_chunk {
@@ -421,6 +412,17 @@ fn chunk_costs(t: &TensorView, opts: &SearchOptions, programs: &[&Node], most: u
         }
     }
     Ok(costs)
+}
+
+/// (size, size + decode price at `decode_weight`) of `p` encoding `x` (a chunk whose first
+/// element is element `offset` of its tensor, with `reference` the reference's words there);
+/// `u64::MAX` for both where it does not encode it.
+pub(crate) fn encoded_cost(p: &Node, x: &Stream, reference: Option<&Stream>, offset: u64, decode_weight: f64) -> (u64, u64) {
+    let mut buf = Vec::new();
+    match p.encode_at(x, &[], reference, offset, &mut buf) {
+        Ok(()) => (buf.len() as u64, (buf.len() + price(p, x, decode_weight)) as u64),
+        Err(_) => (u64::MAX, u64::MAX),
+    }
 }
 
 /// Elements per element of the sample from which a tensor whose winner decodes slower than a
@@ -714,10 +716,15 @@ fn rank(cands: Vec<&Node>, sample: &Stream, reference: Option<&Stream>, decode_w
 
 /// What decoding `program` over `sample` costs, in bytes (see `SearchOptions::decode_weight`).
 fn price(program: &Node, sample: &Stream, decode_weight: f64) -> usize {
+    price_of(program, sample.ty, sample.len(), decode_weight)
+}
+
+/// What decoding `program` over `elems` words of type `ty` costs, in bytes.
+pub(crate) fn price_of(program: &Node, ty: Ty, elems: usize, decode_weight: f64) -> usize {
     if decode_weight <= 0.0 {
         return 0;
     }
-    (decode_weight * crate::dsl::cost::program_ns(program, sample.ty) * sample.len() as f64).round() as usize
+    (decode_weight * crate::dsl::cost::program_ns(program, ty) * elems as f64).round() as usize
 }
 
 /// Whether a program whose applicability depends on the data (a constant below the root, a
