@@ -147,8 +147,7 @@ pub(crate) fn programs(
     let theirs = programs(jobs, dup_of, forced, prior.clone(), &lower)?;
     // The cheaper level's own comparison is made here, before this level's.
     let theirs = theirs.into_par_iter().enumerate().map(|(i, t)| settle(jobs, i, t, &prior, &lower));
-    Ok(mine
-        .into_par_iter()
+    mine.into_par_iter()
         .zip(theirs)
         .map(|(m, t)| {
             let t = t?;
@@ -157,7 +156,7 @@ pub(crate) fn programs(
             }
             Ok(Chosen { alternative: Some(t.program), ..m })
         })
-        .collect::<Result<Vec<_>>>()?)
+        .collect()
 }
 
 /// `c` with its alternative settled by encoding both programs over the whole tensor
@@ -183,7 +182,8 @@ fn programs_at(
         jobs.iter().enumerate().map(|(i, j)| forced.and_then(|f| f(i, &j.view()))).collect();
     let leader = leaders(jobs, dup_of, &imposed, opts);
     let choose_one = |i: usize, finalists: Option<&[Node]>| -> Result<(Chosen, Vec<Node>)> {
-        let fixed = |program| Ok((Chosen { program, fixed: true, standalone_estimate: 0, alternative: None }, Vec::new()));
+        let fixed =
+            |program| Ok((Chosen { program, fixed: true, standalone_estimate: 0, alternative: None }, Vec::new()));
         if let Some(p) = &imposed[i] {
             return fixed(p.clone());
         }
@@ -195,7 +195,8 @@ fn programs_at(
             Some(f) => synth::choose_among(&view, &so, f)?,
             None => synth::choose(&view, &so)?,
         };
-        let chosen = Chosen { program: c.program, fixed: false, standalone_estimate: c.standalone_estimate, alternative: None };
+        let chosen =
+            Chosen { program: c.program, fixed: false, standalone_estimate: c.standalone_estimate, alternative: None };
         Ok((chosen, c.finalists))
     };
     let mut slots: Vec<Option<(Chosen, Vec<Node>)>> = (0..jobs.len()).map(|_| None).collect();

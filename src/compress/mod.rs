@@ -274,28 +274,9 @@ fn encode<W: Write + Seek + Send>(
                 // Coded before its tensor was sent to `raw`.
                 _ if as_raw != now_raw => out.put(jobs, &all, w, code(w, true)?)?,
                 Ok(c) => {
-                    if let Some([own, theirs]) = c.costs {
-                        let t = &mut out.costs[i];
-                        *t = [0, 1].map(|k| {
-                            let (a, b) = ([own, theirs][k], t[k]);
-                            (a.0.saturating_add(b.0), a.1.saturating_add(b.1))
-                        });
-                    }
                     out.put(jobs, &all, w, c)?;
-                    // The tensor's last chunk: its alternative replaces its program where it
-                    // costs less and is no larger with the program's wire form (as
-                    // `synth::better_of` decides), and the tensor is written again with it.
-                    if let (Some(alt), false, true) = (&chosen[i].alternative, now_raw, w.2 == jobs[i].bytes.len()) {
-                        let [own, theirs] = out.costs[i];
-                        let wire = chosen[i].program.to_bytes().len() as u64;
-                        if theirs.0 <= own.0.saturating_add(wire) && theirs.1 < own.1 {
-                            out.programs[i] = alt.clone();
-                            out.writer.rewind_to(out.tensor_start[i])?;
-                            out.chunks[i].clear();
-                            for &x in work[..=k].iter().filter(|x| x.0 == i) {
-                                out.put(jobs, &all, x, encode_chunk(&jobs[i], alt, x, len)?)?;
-                            }
-                        }
+                    if w.2 == jobs[i].bytes.len() && !now_raw {
+                        out.settle(jobs, &all, &chosen[i], &work[..=k], len)?;
                     }
                 }
                 // A chunk that the program chosen on a sample cannot code sends its whole
@@ -367,8 +348,34 @@ struct Output<'a, 'w, W: Write + Seek> {
 }
 
 impl<W: Write + Seek> Output<'_, '_, W> {
-    /// Writes chunk `w`'s payload and folds its block sums.
+    /// At the last chunk of tensor `i` (`c`: what was chosen for it; `work`: the chunks up to this
+    /// one): its alternative replaces its program where it costs less over the tensor and is no
+    /// larger with the program's wire form (as `synth::better_of` decides), and the tensor is
+    /// written again with it.
+    fn settle(&mut self, jobs: &[Job], all: &source::Bytes, c: &Chosen, work: &[Work], len: u64) -> Result<()> {
+        let Some(alt) = &c.alternative else { return Ok(()) };
+        let i = work.last().map_or(0, |w| w.0);
+        let [own, theirs] = self.costs[i];
+        let wire = c.program.to_bytes().len() as u64;
+        if theirs.0 <= own.0.saturating_add(wire) && theirs.1 < own.1 {
+            self.programs[i] = alt.clone();
+            self.writer.rewind_to(self.tensor_start[i])?;
+            self.chunks[i].clear();
+            for &x in work.iter().filter(|x| x.0 == i) {
+                self.put(jobs, all, x, encode_chunk(&jobs[i], alt, x, len)?)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes chunk `w`'s payload, folds its block sums and adds its costs to its tensor's.
     fn put(&mut self, jobs: &[Job], all: &source::Bytes, w: Work, c: Coded) -> Result<()> {
+        if let Some(costs) = c.costs {
+            let t = &mut self.costs[w.0];
+            for (t, c) in t.iter_mut().zip(costs) {
+                *t = (t.0.saturating_add(c.0), t.1.saturating_add(c.1));
+            }
+        }
         let elems = ((w.2 - w.1) / (jobs[w.0].word_bits / 8) as usize) as u64;
         self.chunks[w.0].push(self.writer.put(&c.payload, elems, c.checksum)?);
         self.folder.fold(c.sums.0, &c.sums.1, all)
@@ -570,7 +577,12 @@ mod tests {
                 assert_eq!(jobs.len(), 2);
                 let chosen: Vec<Chosen> = jobs
                     .iter()
-                    .map(|_| Chosen { program: dsl::build::lanes(), fixed: false, standalone_estimate: 0, alternative: None })
+                    .map(|_| Chosen {
+                        program: dsl::build::lanes(),
+                        fixed: false,
+                        standalone_estimate: 0,
+                        alternative: None,
+                    })
                     .collect();
                 let work = chunk_list(&jobs, &opts);
                 let mut out = std::io::Cursor::new(Vec::new());
@@ -637,7 +649,8 @@ mod tests {
                 decode_weight: opts.level.decode_weight(),
                 ..synth::SearchOptions::new(choose::chunk_elems(&opts, 16) as usize)
             };
-            let by_better_of = [program, alternative][synth::better_of(&jobs[0].view(), &so, [program, alternative]).unwrap()];
+            let by_better_of =
+                [program, alternative][synth::better_of(&jobs[0].view(), &so, [program, alternative]).unwrap()];
             assert_eq!(&programs[0], by_better_of);
             assert_eq!(programs[1], lanes, "tensor b: lanes codes it in fewer bytes");
             let hash = folder.finish(&src.all().unwrap()).unwrap();

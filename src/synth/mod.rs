@@ -403,7 +403,10 @@ fn chunk_costs(t: &TensorView, opts: &SearchOptions, programs: &[&Node], most: u
             let x = Stream::from_le_bytes(ty, &t.bytes.read(s, e)?)?;
             let r = reference.map(|f| f.read(s, e).and_then(|b| Stream::from_le_bytes(ty, &b))).transpose()?;
             // The chunk's first element: a chunk of quantization blocks may start inside one.
-            Ok(programs.par_iter().map(|p| encoded_cost(p, &x, r.as_ref(), (s / wb) as u64, opts.decode_weight)).collect())
+            Ok(programs
+                .par_iter()
+                .map(|p| encoded_cost(p, &x, r.as_ref(), (s / wb) as u64, opts.decode_weight))
+                .collect())
         })
         .collect::<Result<Vec<_>>>()?;
     for chunk in per_chunk {
@@ -417,7 +420,13 @@ fn chunk_costs(t: &TensorView, opts: &SearchOptions, programs: &[&Node], most: u
 /// (size, size + decode price at `decode_weight`) of `p` encoding `x` (a chunk whose first
 /// element is element `offset` of its tensor, with `reference` the reference's words there);
 /// `u64::MAX` for both where it does not encode it.
-pub(crate) fn encoded_cost(p: &Node, x: &Stream, reference: Option<&Stream>, offset: u64, decode_weight: f64) -> (u64, u64) {
+pub(crate) fn encoded_cost(
+    p: &Node,
+    x: &Stream,
+    reference: Option<&Stream>,
+    offset: u64,
+    decode_weight: f64,
+) -> (u64, u64) {
     let mut buf = Vec::new();
     match p.encode_at(x, &[], reference, offset, &mut buf) {
         Ok(()) => (buf.len() as u64, (buf.len() + price(p, x, decode_weight)) as u64),
