@@ -150,16 +150,16 @@ bool write_floats(const std::string &path, const float *logits, int n) {
     return std::fclose(f) == 0 && ok;
 }
 
-// The prompt's pooled embedding from an embedding model: one pass (llama_encode), written to
-// `path`, its first values printed. 0 on success.
-int embed(llama_model *model, const std::vector<llama_token> &tokens, const Args &args, Clock::time_point t0,
-          double ready_ms) {
+// A context of `n_ctx` tokens taking batches of `n_batch` (embeddings: the whole batch in one
+// pass, pooled), on the threads asked for; nullptr after saying why.
+llama_context *context(llama_model *model, const Args &args, uint32_t n_ctx, uint32_t n_batch, bool embeddings) {
     llama_context_params cparams = llama_context_default_params();
-    const uint32_t n = static_cast<uint32_t>(tokens.size());
-    cparams.n_ctx = n;
-    cparams.n_batch = n;
-    cparams.n_ubatch = n;
-    cparams.embeddings = true;
+    cparams.n_ctx = n_ctx;
+    cparams.n_batch = n_batch;
+    if (embeddings) {
+        cparams.n_ubatch = n_batch;
+        cparams.embeddings = true;
+    }
     if (args.threads > 0) {
         cparams.n_threads = args.threads;
         cparams.n_threads_batch = args.threads;
@@ -167,6 +167,17 @@ int embed(llama_model *model, const std::vector<llama_token> &tokens, const Args
     llama_context *ctx = llama_init_from_model(model, cparams);
     if (ctx == nullptr) {
         std::fprintf(stderr, "llama_run: cannot create the context\n");
+    }
+    return ctx;
+}
+
+// The prompt's pooled embedding from an embedding model: one pass (llama_encode), written to
+// `path`, its first values printed. 0 on success.
+int embed(llama_model *model, const std::vector<llama_token> &tokens, const Args &args, Clock::time_point t0,
+          double ready_ms) {
+    const uint32_t n = static_cast<uint32_t>(tokens.size());
+    llama_context *ctx = context(model, args, n, n, true);
+    if (ctx == nullptr) {
         return 1;
     }
     std::vector<llama_token> ids = tokens;
@@ -233,16 +244,9 @@ int main(int argc, char **argv) {
         return rc;
     }
 
-    llama_context_params cparams = llama_context_default_params();
-    cparams.n_ctx = n_prompt + args.n_predict - 1;  // as llama-simple: the last token is not decoded
-    cparams.n_batch = n_prompt;
-    if (args.threads > 0) {
-        cparams.n_threads = args.threads;
-        cparams.n_threads_batch = args.threads;
-    }
-    llama_context *ctx = llama_init_from_model(model, cparams);
+    // As llama-simple: the last token is not decoded.
+    llama_context *ctx = context(model, args, n_prompt + args.n_predict - 1, n_prompt, false);
     if (ctx == nullptr) {
-        std::fprintf(stderr, "llama_run: cannot create the context\n");
         return 1;
     }
     llama_sampler *smpl = llama_sampler_chain_init(llama_sampler_chain_default_params());
