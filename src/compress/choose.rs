@@ -20,10 +20,23 @@ pub(crate) struct Chosen {
     pub fixed: bool,
     /// See [`synth::Choice::standalone_estimate`].
     pub standalone_estimate: u64,
-    /// The cheaper level's program, where it differs (`programs`): the encoder codes every chunk
-    /// with both and keeps this one where it costs less over the whole tensor
+    /// Programs that the level's checks compare with `program` over the whole tensor
+    /// (`synth::Choice::alternatives`).
+    pub alternatives: Vec<Node>,
+    /// The cheaper level's program, where it differs (`programs`).
+    ///
+    /// The encoder codes every chunk of the tensor with `program` and these, and writes the
+    /// tensor again with the one that `synth::decide` keeps where that is not `program`
     /// (`compress::encode`).
-    pub alternative: Option<Node>,
+    pub cheaper: Option<Node>,
+}
+
+impl Chosen {
+    /// The programs besides `program` that the encoder prices: the alternatives, then the
+    /// cheaper level's.
+    pub fn others(&self) -> Vec<&Node> {
+        self.alternatives.iter().chain(&self.cheaper).collect()
+    }
 }
 
 /// For each job, the first earlier job with identical bytes and the same word width (it
@@ -128,10 +141,10 @@ pub(crate) fn prior(jobs: &[Job], dup_of: &[Option<usize>], opts: &Options) -> R
 ///
 /// Each program is then compared with the one the next cheaper level (`Level::cheaper`) picks
 /// for the same tensor, chosen the same way, and the cheaper level's is kept where it is no
-/// larger over the whole tensor and costs less with this level's decode price (`synth::better_of`):
+/// larger over the whole tensor and costs less with this level's decode price (`synth::decide`):
 /// `max` never comes out larger than `default`, nor `default` than `fast` beyond its decode price.
 /// The comparison with the level below the one asked for is left to the encoder, which codes the
-/// whole tensor anyway (`Chosen::alternative`): it costs one encoding of the cheaper level's
+/// whole tensor anyway (`Chosen::cheaper`): it costs one encoding of the cheaper level's
 /// program rather than two of both before the encoding.
 pub(crate) fn programs(
     jobs: &[Job],
@@ -154,20 +167,23 @@ pub(crate) fn programs(
             if m.fixed || t.fixed || m.program == t.program {
                 return Ok(m);
             }
-            Ok(Chosen { alternative: Some(t.program), ..m })
+            Ok(Chosen { cheaper: Some(t.program), ..m })
         })
         .collect()
 }
 
-/// `c` with its alternative settled by encoding both programs over the whole tensor
-/// (`synth::better_of`) rather than by the encoder.
+/// `c` with its alternatives and the cheaper level's program settled by encoding them all over
+/// the whole tensor (`synth::choose_whole`) rather than by the encoder.
 fn settle(jobs: &[Job], i: usize, c: Chosen, prior: &Arc<Prior>, opts: &Options) -> Result<Chosen> {
-    let Some(alt) = &c.alternative else { return Ok(c) };
+    let others = c.others();
+    if others.is_empty() {
+        return Ok(c);
+    }
     let so = search_options(opts, &jobs[i], prior.clone());
-    Ok(match synth::better_of(&jobs[i].view(), &so, [&c.program, alt])? {
-        0 => Chosen { alternative: None, ..c },
-        _ => Chosen { program: alt.clone(), alternative: None, ..c },
-    })
+    let all: Vec<&Node> = std::iter::once(&c.program).chain(others).collect();
+    let k = synth::choose_whole(&jobs[i].view(), &so, &all, c.cheaper.is_some())?;
+    let program = all[k].clone();
+    Ok(Chosen { program, alternatives: Vec::new(), cheaper: None, ..c })
 }
 
 /// [`programs`] at the level of `opts` alone.
@@ -182,8 +198,9 @@ fn programs_at(
         jobs.iter().enumerate().map(|(i, j)| forced.and_then(|f| f(i, &j.view()))).collect();
     let leader = leaders(jobs, dup_of, &imposed, opts);
     let choose_one = |i: usize, finalists: Option<&[Node]>| -> Result<(Chosen, Vec<Node>)> {
-        let fixed =
-            |program| Ok((Chosen { program, fixed: true, standalone_estimate: 0, alternative: None }, Vec::new()));
+        let fixed = |program| {
+            Ok((Chosen { program, fixed: true, standalone_estimate: 0, alternatives: vec![], cheaper: None }, vec![]))
+        };
         if let Some(p) = &imposed[i] {
             return fixed(p.clone());
         }
@@ -195,8 +212,13 @@ fn programs_at(
             Some(f) => synth::choose_among(&view, &so, f)?,
             None => synth::choose(&view, &so)?,
         };
-        let chosen =
-            Chosen { program: c.program, fixed: false, standalone_estimate: c.standalone_estimate, alternative: None };
+        let chosen = Chosen {
+            program: c.program,
+            fixed: false,
+            standalone_estimate: c.standalone_estimate,
+            alternatives: c.alternatives,
+            cheaper: None,
+        };
         Ok((chosen, c.finalists))
     };
     let mut slots: Vec<Option<(Chosen, Vec<Node>)>> = (0..jobs.len()).map(|_| None).collect();

@@ -43,10 +43,10 @@ struct Coded {
     payload: Vec<u8>,
     checksum: Option<u64>,
     sums: (usize, Vec<hash::BlockSum>),
-    /// Where the tensor has an alternative program (`Chosen::alternative`): the chunk's
-    /// (size, size + decode price) with its program and with the alternative (`u64::MAX` where
-    /// the alternative does not encode it).
-    costs: Option<[(u64, u64); 2]>,
+    /// Where the tensor has other programs to price (`Chosen::others`): the chunk's (size, size +
+    /// decode price) with its program and with each of them (`u64::MAX` where one does not
+    /// encode it).
+    costs: Option<Vec<(u64, u64)>>,
 }
 
 /// Compresses `input` into `out` (from position 0) and returns the archive's length; `out` may
@@ -192,31 +192,30 @@ fn encode_chunk(j: &Job, program: &Node, (_, s, e): Work, len: u64) -> Result<Co
     Ok(Coded { payload, checksum: Some(checksum), sums: (blocks.start, sums), costs: None })
 }
 
-/// [`encode_chunk`] with `program`, and where `alternative` is given, the chunk's costs with
-/// both (`Coded::costs`; decode priced at `decode_weight`, as `synth::better_of` prices it).
-fn encode_chunk_against(
-    j: &Job,
-    program: &Node,
-    alternative: Option<&Node>,
-    w: Work,
-    len: u64,
-    decode_weight: f64,
-) -> Result<Coded> {
-    let mut coded = encode_chunk(j, program, w, len)?;
-    if let Some(alt) = alternative {
+/// [`encode_chunk`] with `c`'s program, and where it has others to price (`Chosen::others`),
+/// the chunk's costs with all of them (`Coded::costs`; decode priced at `decode_weight`, as
+/// `synth::choose_whole` prices it).
+fn encode_chunk_against(j: &Job, c: &Chosen, w: Work, len: u64, decode_weight: f64) -> Result<Coded> {
+    let mut coded = encode_chunk(j, &c.program, w, len)?;
+    let others = c.others();
+    if !others.is_empty() {
         let ty = dsl::Ty::u(j.word_bits);
         let elems = (w.2 - w.1) / ty.container_bytes();
         let own = coded.payload.len() as u64;
-        let own = (own, own + synth::price_of(program, ty, elems, decode_weight) as u64);
-        let theirs = j.bytes.with_read(w.1, w.2, |b| -> Result<(u64, u64)> {
+        let mut costs = vec![(own, own + synth::price_of(&c.program, ty, elems, decode_weight) as u64)];
+        j.bytes.with_read(w.1, w.2, |b| -> Result<()> {
             let x = dsl::Stream::from_le_bytes(ty, b)?;
-            let r = match (&j.reference, alt.uses_reference()) {
-                (Some((_, rb)), true) => Some(dsl::Stream::from_le_bytes(ty, &rb.read(w.1, w.2)?)?),
-                _ => None,
-            };
-            Ok(synth::encoded_cost(alt, &x, r.as_ref(), (w.1 / ty.container_bytes()) as u64, decode_weight))
+            let offset = (w.1 / ty.container_bytes()) as u64;
+            for p in others {
+                let r = match (&j.reference, p.uses_reference()) {
+                    (Some((_, rb)), true) => Some(dsl::Stream::from_le_bytes(ty, &rb.read(w.1, w.2)?)?),
+                    _ => None,
+                };
+                costs.push(synth::encoded_cost(p, &x, r.as_ref(), offset, decode_weight));
+            }
+            Ok(())
         })??;
-        coded.costs = Some([own, theirs]);
+        coded.costs = Some(costs);
     }
     Ok(coded)
 }
@@ -247,7 +246,7 @@ fn encode<W: Write + Seek + Send>(
         programs: chosen.iter().map(|c| c.program.clone()).collect(),
         chunks: vec![Vec::new(); jobs.len()],
         tensor_start: vec![writer.offset(); jobs.len()],
-        costs: vec![[(0, 0); 2]; jobs.len()],
+        costs: chosen.iter().map(|c| vec![(0, 0); 1 + c.others().len()]).collect(),
         writer,
     });
     // Tensors sent to `raw` (a chunk their program could not code): chunks taken after that are
@@ -257,10 +256,7 @@ fn encode<W: Write + Seek + Send>(
     let weight = opts.level.decode_weight();
     let code = |w: Work, as_raw: bool| match as_raw {
         true => encode_chunk(&jobs[w.0], &raw, w, len),
-        false => {
-            let c = &chosen[w.0];
-            encode_chunk_against(&jobs[w.0], &c.program, c.alternative.as_ref(), w, len, weight)
-        }
+        false => encode_chunk_against(&jobs[w.0], &chosen[w.0], w, len, weight),
     };
     // Writes the chunks that are ready, from the next one to be written on.
     let write_ready = |out: &mut Output<W>| -> Result<()> {
@@ -343,26 +339,29 @@ struct Output<'a, 'w, W: Write + Seek> {
     programs: Vec<Node>,
     chunks: Vec<Vec<ChunkEntry>>,
     tensor_start: Vec<u64>,
-    /// Each tensor's costs so far with its program and its alternative (`Coded::costs`).
-    costs: Vec<[(u64, u64); 2]>,
+    /// Each tensor's costs so far with its program and the others it prices (`Coded::costs`).
+    costs: Vec<Vec<(u64, u64)>>,
 }
 
 impl<W: Write + Seek> Output<'_, '_, W> {
     /// At the last chunk of tensor `i` (`c`: what was chosen for it; `work`: the chunks up to this
-    /// one): its alternative replaces its program where it costs less over the tensor and is no
-    /// larger with the program's wire form (as `synth::better_of` decides), and the tensor is
-    /// written again with it.
+    /// one): where `synth::decide` keeps another of the programs it priced over the tensor, the
+    /// tensor is written again with that one.
     fn settle(&mut self, jobs: &[Job], all: &source::Bytes, c: &Chosen, work: &[Work], len: u64) -> Result<()> {
-        let Some(alt) = &c.alternative else { return Ok(()) };
+        let others = c.others();
+        if others.is_empty() {
+            return Ok(());
+        }
         let i = work.last().map_or(0, |w| w.0);
-        let [own, theirs] = self.costs[i];
-        let wire = c.program.to_bytes().len() as u64;
-        if theirs.0 <= own.0.saturating_add(wire) && theirs.1 < own.1 {
-            self.programs[i] = alt.clone();
+        let programs: Vec<&Node> = std::iter::once(&c.program).chain(others).collect();
+        let k = synth::decide(&self.costs[i], |k| programs[k].to_bytes().len() as u64, c.cheaper.is_some());
+        if k > 0 {
+            let p = programs[k];
+            self.programs[i] = p.clone();
             self.writer.rewind_to(self.tensor_start[i])?;
             self.chunks[i].clear();
             for &x in work.iter().filter(|x| x.0 == i) {
-                self.put(jobs, all, x, encode_chunk(&jobs[i], alt, x, len)?)?;
+                self.put(jobs, all, x, encode_chunk(&jobs[i], p, x, len)?)?;
             }
         }
         Ok(())
@@ -581,7 +580,8 @@ mod tests {
                         program: dsl::build::lanes(),
                         fixed: false,
                         standalone_estimate: 0,
-                        alternative: None,
+                        alternatives: Vec::new(),
+                        cheaper: None,
                     })
                     .collect();
                 let work = chunk_list(&jobs, &opts);
@@ -609,10 +609,10 @@ mod tests {
         }
     }
 
-    /// A tensor's alternative program (the cheaper level's) replaces its program where it costs
-    /// less over the whole tensor, as `synth::better_of` decides, whichever comes first: the
-    /// tensor is written again with it, and the archive decodes. An alternative that does not
-    /// code a chunk never wins.
+    /// A tensor's other program (the cheaper level's, or an alternative of the level's checks)
+    /// replaces its program where it costs less over the whole tensor, as `synth::choose_whole`
+    /// decides, whichever comes first: the tensor is written again with it, and the archive
+    /// decodes. One that does not code a chunk never wins.
     #[test]
     fn the_alternative_that_costs_less_over_the_tensor_is_kept() {
         let (chunks, per) = (6, 5000);
@@ -622,13 +622,16 @@ mod tests {
         let none = plan::Derived::default();
         let jobs = plan::plan(src, None, &none, opts.memory_limit).unwrap();
         let (raw, lanes) = (dsl::build::raw(), dsl::build::lanes());
-        // Too many distinct words for `lanes` in tensor `a`: it cannot be the alternative there.
+        // Too many distinct words for `lanes` in tensor `a`: it cannot be kept there.
         let wide = file(chunks, per, 2);
         let wide_jobs = plan::plan(Source::Memory(&wide), None, &none, opts.memory_limit).unwrap();
-        for (input, jobs, program, alternative, kept) in [
-            (&input, &jobs, &raw, &lanes, &lanes),
-            (&input, &jobs, &lanes, &raw, &lanes),
-            (&wide, &wide_jobs, &raw, &lanes, &raw),
+        let none: Option<&Node> = None;
+        for (input, jobs, program, alternative, cheaper, kept) in [
+            (&input, &jobs, &raw, none, Some(&lanes), &lanes),
+            (&input, &jobs, &lanes, none, Some(&raw), &lanes),
+            (&wide, &wide_jobs, &raw, none, Some(&lanes), &raw),
+            (&input, &jobs, &raw, Some(&lanes), None, &lanes),
+            (&input, &jobs, &raw, Some(&lanes), Some(&raw), &lanes),
         ] {
             let src = Source::Memory(input);
             let chosen: Vec<Chosen> = jobs
@@ -637,7 +640,8 @@ mod tests {
                     program: program.clone(),
                     fixed: false,
                     standalone_estimate: 0,
-                    alternative: Some(alternative.clone()),
+                    alternatives: alternative.into_iter().cloned().collect(),
+                    cheaper: cheaper.cloned(),
                 })
                 .collect();
             let work = chunk_list(jobs, &opts);
@@ -649,9 +653,9 @@ mod tests {
                 decode_weight: opts.level.decode_weight(),
                 ..synth::SearchOptions::new(choose::chunk_elems(&opts, 16) as usize)
             };
-            let by_better_of =
-                [program, alternative][synth::better_of(&jobs[0].view(), &so, [program, alternative]).unwrap()];
-            assert_eq!(&programs[0], by_better_of);
+            let all: Vec<&Node> = std::iter::once(program).chain(alternative).chain(cheaper).collect();
+            let whole = all[synth::choose_whole(&jobs[0].view(), &so, &all, cheaper.is_some()).unwrap()];
+            assert_eq!(&programs[0], whole);
             assert_eq!(programs[1], lanes, "tensor b: lanes codes it in fewer bytes");
             let hash = folder.finish(&src.all().unwrap()).unwrap();
             let residue = residue(src, jobs).unwrap();

@@ -58,6 +58,10 @@ pub struct Choice {
     pub standalone_estimate: u64,
     /// The search's best programs, best first (what a tensor of the same kind tries: `choose_among`).
     pub finalists: Vec<Node>,
+    /// Programs that the level's checks compare with `program` over the whole tensor
+    /// (`Confirm`): the compressor encodes each chunk with all of them, as it encodes the tensor
+    /// anyway, and keeps the one that costs least over the tensor ([`decide`]).
+    pub alternatives: Vec<Node>,
 }
 
 /// Expansions per tensor by default (see docs/SYNTHESIS.md for how it was chosen).
@@ -332,7 +336,7 @@ pub fn choose_among(t: &TensorView, opts: &SearchOptions, candidates: &[Node]) -
         _ => return choose(t, opts),
     };
     if let Some(g) = generator(&t.bytes, ty)? {
-        return Ok(Choice { program: g, standalone_estimate: 0, finalists: Vec::new() });
+        return Ok(Choice { program: g, standalone_estimate: 0, finalists: Vec::new(), alternatives: Vec::new() });
     }
     let started = std::time::Instant::now();
     let want = opts.sample_elems.min(opts.chunk_elems).max(1);
@@ -341,7 +345,7 @@ pub fn choose_among(t: &TensorView, opts: &SearchOptions, candidates: &[Node]) -
     let mut ranked = rank(candidates.iter().collect(), &sample, None, opts.decode_weight);
     ranked.sort();
     let programs: Vec<&Node> = candidates.iter().collect();
-    Confirm { t, opts, programs: &programs, sample_elems: sample.len() }.run(&mut ranked)?;
+    let checked = Confirm { t, opts, programs: &programs, sample_elems: sample.len() }.run(&ranked);
     if let Some(st) = &opts.stats {
         st.reused.fetch_add(1, Relaxed);
         st.finalists.fetch_add(candidates.len() as u64, Relaxed);
@@ -352,33 +356,46 @@ pub fn choose_among(t: &TensorView, opts: &SearchOptions, candidates: &[Node]) -
                 st.search_ns.fetch_add(started.elapsed().as_nanos() as u64, Relaxed);
             }
             let finalists = ranked.iter().map(|r| candidates[r.1].clone()).collect();
-            return Ok(Choice { program: candidates[r.1].clone(), standalone_estimate: 0, finalists });
+            let alternatives = alternatives(&programs, &checked, &candidates[r.1]);
+            return Ok(Choice { program: candidates[r.1].clone(), standalone_estimate: 0, finalists, alternatives });
         }
     }
     choose(t, opts)
 }
 
-/// Which of two programs that apply to the whole tensor to keep: the second only when, encoded
-/// over the whole tensor chunk by chunk (as the compressor will), it costs less (its size plus
-/// its decode price, `SearchOptions::decode_weight`) and is no larger than the first with the
-/// first's wire form (what the archive's index spends on a program that the other tensors do
-/// not share; the second is the cheaper level's choice, which they mostly do). A program that
-/// does not encode loses.
-pub fn better_of(t: &TensorView, opts: &SearchOptions, programs: [&Node; 2]) -> Result<usize> {
-    let costs = whole_costs(t, opts, programs)?;
-    let wire = programs[0].to_bytes().len() as u64;
-    Ok(usize::from(costs[1].0 <= costs[0].0.saturating_add(wire) && costs[1].1 < costs[0].1))
+/// Which of `programs` to keep for the tensor (a position in it): each is encoded over the whole
+/// tensor chunk by chunk, as the compressor will, and [`decide`] picks; the last one is the
+/// cheaper level's where `cheaper` is set.
+pub fn choose_whole(t: &TensorView, opts: &SearchOptions, programs: &[&Node], cheaper: bool) -> Result<usize> {
+    let costs = chunk_costs(t, opts, programs, usize::MAX)?;
+    Ok(decide(&costs, |k| programs[k].to_bytes().len() as u64, cheaper))
 }
 
-/// (size, size + decode price) of each program encoded over the whole tensor chunk by chunk, as
-/// the compressor will; `u64::MAX` for a program that does not encode.
-fn whole_costs(t: &TensorView, opts: &SearchOptions, programs: [&Node; 2]) -> Result<[(u64, u64); 2]> {
-    let c = chunk_costs(t, opts, &programs, usize::MAX)?;
-    Ok([c[0], c[1]])
+/// Which program to keep from the (size, size + decode price) of each over the whole tensor:
+/// the first is the one chosen on the sample, the next are the alternatives of the level's
+/// checks, and the one of them that costs least is kept (the first of equals); then, where
+/// `cheaper` is set, the last is the cheaper level's program, kept only where it costs less and
+/// is no larger than that one with that one's wire form (`wire(k)`: what the archive's index
+/// spends on a program that the other tensors do not share; the cheaper level's is mostly
+/// shared). A program that does not encode costs `u64::MAX`.
+pub(crate) fn decide(costs: &[(u64, u64)], wire: impl Fn(usize) -> u64, cheaper: bool) -> usize {
+    let own = costs.len().saturating_sub(usize::from(cheaper)).max(1).min(costs.len());
+    let best = (0..own).min_by_key(|&k| (costs[k].1, k)).unwrap_or(0);
+    match costs.last() {
+        Some(&c) if cheaper && costs.len() > 1 => {
+            if c.0 <= costs[best].0.saturating_add(wire(best)) && c.1 < costs[best].1 {
+                costs.len() - 1
+            } else {
+                best
+            }
+        }
+        _ => best,
+    }
 }
 
-/// [`whole_costs`] over at most `most` of the tensor's chunks, spread over it from its first
-/// to its last (all of them where it has no more).
+/// The (size, size + decode price) of each program encoded over at most `most` of the tensor's
+/// chunks, spread over it from its first to its last (all of them where it has no more), as the
+/// compressor will; `u64::MAX` for a program that does not encode.
 fn chunk_costs(t: &TensorView, opts: &SearchOptions, programs: &[&Node], most: usize) -> Result<Vec<(u64, u64)>> {
     let ty = Ty::u(t.word_bits);
     let mut costs = vec![(0u64, 0u64); programs.len()];
@@ -442,18 +459,18 @@ const CONFIRM_RATIO: usize = 8;
 const CONFIRM_NS: f64 = 1.0;
 
 /// Finalists ranked behind the winner by at most 1/`CLOSE_PART` of the winner's cost on the
-/// sample are compared with it over the tensor's chunks.
+/// sample are compared with it over the tensor.
 const CLOSE_PART: usize = 128;
 /// At most so many of them (the first ranked).
 const CLOSE_MOST: usize = 2;
-/// Chunks over which those finalists and the winner are compared (spread over the tensor).
-const CLOSE_CHUNKS: usize = 4;
-/// Elements per element of the sample from which close finalists are compared over chunks.
+/// Elements per element of the sample from which close finalists are compared over the tensor.
 const CLOSE_RATIO: usize = 2;
 
 /// The checks of a ranking on the sample against the tensor itself (docs/SYNTHESIS.md, step 6):
 /// `programs` ranked on a sample of `sample_elems` elements of `t`, where the level asks for
-/// them (`SearchOptions::confirm_whole`).
+/// them (`SearchOptions::confirm_whole`). Each check names the programs to compare with the
+/// winner over the whole tensor; the compressor encodes them with it and keeps the one that
+/// costs least ([`decide`]).
 struct Confirm<'a, 'b> {
     t: &'a TensorView<'b>,
     opts: &'a SearchOptions,
@@ -462,11 +479,20 @@ struct Confirm<'a, 'b> {
 }
 
 impl Confirm<'_, '_> {
-    /// The checks on `ranked` (sorted (score, position in `programs`)), which they reorder.
-    fn run(&self, ranked: &mut [(usize, usize)]) -> Result<()> {
-        self.slow_winner(ranked)?;
-        self.lz_winner(ranked)?;
-        self.close_finalists(ranked)
+    /// The programs (positions in `programs`) that the checks on `ranked` (sorted (score,
+    /// position in `programs`)) compare with its first, in the order the checks name them.
+    fn run(&self, ranked: &[(usize, usize)]) -> Vec<usize> {
+        let mut named: Vec<usize> = self.slow_winner(ranked).into_iter().collect();
+        named.extend(self.lz_winner(ranked));
+        named.extend(self.close_finalists(ranked));
+        let mut seen = Vec::new();
+        named.retain(|&k| {
+            let new = Some(self.programs[k]) != ranked.first().map(|r| self.programs[r.1])
+                && !seen.iter().any(|&s: &usize| self.programs[s] == self.programs[k]);
+            seen.push(k);
+            new
+        });
+        named
     }
 
     /// Whether the level asks for the checks, `ranked` holds two programs or more, and the
@@ -476,59 +502,45 @@ impl Confirm<'_, '_> {
     }
 
     /// Where the winner decodes slower, by at least `CONFIRM_NS` per element, than a finalist
-    /// ranked below it, and the tensor is much larger than the sample, the two are encoded over
-    /// the whole tensor and the one that costs less (size plus decode price) goes first. The
-    /// sample's four blocks can fall on parts of a tensor unlike the rest (an embedding's
+    /// ranked below it, and the tensor is much larger than the sample: the first such finalist.
+    /// The sample's four blocks can fall on parts of a tensor unlike the rest (an embedding's
     /// never-trained rows at its start), where a slow context coder that fits them seems to win
     /// what it does not win on the whole tensor; there the estimate can be off by an order of
     /// magnitude, and a slow program costs every decode.
-    fn slow_winner(&self, ranked: &mut [(usize, usize)]) -> Result<()> {
+    fn slow_winner(&self, ranked: &[(usize, usize)]) -> Option<usize> {
         if self.opts.decode_weight <= 0.0 || !self.applies(ranked, CONFIRM_RATIO) {
-            return Ok(());
+            return None;
         }
         let ty = Ty::u(self.t.word_bits);
         let ns = |r: &(usize, usize)| crate::dsl::cost::program_ns(self.programs[r.1], ty);
         let slow = ns(&ranked[0]);
-        let Some(j) = ranked.iter().position(|r| ns(r) + CONFIRM_NS <= slow) else { return Ok(()) };
-        let costs = whole_costs(self.t, self.opts, [self.programs[ranked[0].1], self.programs[ranked[j].1]])?;
-        if costs[1].1 < costs[0].1 {
-            ranked[..=j].rotate_right(1);
-        }
-        Ok(())
+        ranked.iter().find(|r| ns(r) + CONFIRM_NS <= slow).map(|r| r.1)
     }
 
     /// Where the winner codes a stream by LZ (a `zstd` leaf) and the tensor is much larger than
-    /// the sample, it is compared over `CLOSE_CHUNKS` chunks spread over the tensor with its
-    /// literal twin (`twins::literal_twin`: each `zstd` leaf coded by `lanes`), wherever that
-    /// ranked, and the one that costs less there goes first. An LZ coder's size on the sample's
-    /// four blocks says little about its size on the tensor: the first rows of SmolLM2-135M's
-    /// token embedding repeat, and LZ copies them. There the twin ranked 4% behind on the
-    /// sample, and over the tensor it is 107,857 bytes smaller and decodes in 0.85 of the time
-    /// (docs/SYNTHESIS.md, step 6).
-    fn lz_winner(&self, ranked: &mut [(usize, usize)]) -> Result<()> {
+    /// the sample: its literal twin (`twins::literal_twin`: each `zstd` leaf coded by `lanes`),
+    /// wherever that ranked. An LZ coder's size on the sample's four blocks says little about
+    /// its size on the tensor: the first rows of SmolLM2-135M's token embedding repeat, and LZ
+    /// copies them. There the twin ranked 4% behind on the sample, and over the tensor it is
+    /// 107,857 bytes smaller and decodes in 0.85 of the time (docs/SYNTHESIS.md, step 6).
+    fn lz_winner(&self, ranked: &[(usize, usize)]) -> Option<usize> {
         if !self.applies(ranked, CONFIRM_RATIO) {
-            return Ok(());
+            return None;
         }
-        let Some(twin) = twins::literal_twin(self.programs[ranked[0].1]) else { return Ok(()) };
-        let Some(j) = ranked.iter().position(|r| *self.programs[r.1] == twin) else { return Ok(()) };
-        let costs = chunk_costs(self.t, self.opts, &[self.programs[ranked[0].1], &twin], CLOSE_CHUNKS)?;
-        if costs[1].1 < costs[0].1 {
-            ranked[..=j].rotate_right(1);
-        }
-        Ok(())
+        let twin = twins::literal_twin(self.programs[ranked[0].1])?;
+        ranked.iter().find(|r| *self.programs[r.1] == twin).map(|r| r.1)
     }
 
     /// Where finalists that decode slower than the winner rank below it by at most
-    /// 1/`CLOSE_PART` of its cost, and the tensor is larger than the sample, the first
-    /// `CLOSE_MOST` of them and the winner are encoded over up to `CLOSE_CHUNKS` of the tensor's
-    /// chunks and the one that costs least there (size plus decode price) goes first. The sample
-    /// weighs each coder's tables against a quarter of a chunk's words, so a context coder
-    /// (slower) whose tables pay on a chunk can rank just behind one with smaller tables: on an
-    /// 80%-pruned MiniLM's word embeddings, a mask coded `rans(pop 16)` ranked 0.66% behind
-    /// `zstd` on the sample and is 20 KB smaller over the tensor.
-    fn close_finalists(&self, ranked: &mut [(usize, usize)]) -> Result<()> {
+    /// 1/`CLOSE_PART` of its cost, and the tensor is larger than the sample: the first
+    /// `CLOSE_MOST` of them. The sample weighs each coder's tables against a quarter of a
+    /// chunk's words, so a context coder (slower) whose tables pay on a chunk can rank just
+    /// behind one with smaller tables: on an 80%-pruned MiniLM's word embeddings, a mask coded
+    /// `rans(pop 16)` ranked 0.66% behind `zstd` on the sample and is 20 KB smaller over the
+    /// tensor.
+    fn close_finalists(&self, ranked: &[(usize, usize)]) -> Vec<usize> {
         if !self.applies(ranked, CLOSE_RATIO) {
-            return Ok(());
+            return Vec::new();
         }
         let ty = Ty::u(self.t.word_bits);
         let program = |j: usize| self.programs[ranked[j].1];
@@ -544,15 +556,13 @@ impl Confirm<'_, '_> {
                 close.push(j);
             }
         }
-        if close.len() < 2 {
-            return Ok(());
-        }
-        let nodes: Vec<&Node> = close.iter().map(|&j| program(j)).collect();
-        let costs = chunk_costs(self.t, self.opts, &nodes, CLOSE_CHUNKS)?;
-        let best = (0..close.len()).min_by_key(|&i| (costs[i].1, i)).unwrap_or(0);
-        ranked[..=close[best]].rotate_right(1);
-        Ok(())
+        close[1..].iter().map(|&j| ranked[j].1).collect()
     }
+}
+
+/// The programs among `named` (positions in `programs`) other than `winner`.
+fn alternatives(programs: &[&Node], named: &[usize], winner: &Node) -> Vec<Node> {
+    named.iter().map(|&k| programs[k]).filter(|p| *p != winner).cloned().collect()
 }
 
 /// The element count of a tensor whose byte length is a whole number of words (else None: such
@@ -607,7 +617,9 @@ fn read_sample(bytes: &Bytes, ty: Ty, positions: &[std::ops::Range<usize>]) -> R
 /// `choose`, also returning the winner's derivation (for learning a prior).
 fn choose_traced(t: &TensorView, opts: &SearchOptions) -> Result<(Choice, Derivation)> {
     let started = std::time::Instant::now();
-    let plain = |program| Ok((Choice { program, standalone_estimate: 0, finalists: Vec::new() }, Vec::new()));
+    let plain = |program| {
+        Ok((Choice { program, standalone_estimate: 0, finalists: Vec::new(), alternatives: Vec::new() }, Vec::new()))
+    };
     let ty = Ty::u(t.word_bits);
     let n = match whole_elems(t) {
         Some(n) if n > 0 => n,
@@ -633,7 +645,12 @@ fn choose_traced(t: &TensorView, opts: &SearchOptions) -> Result<(Choice, Deriva
             };
             let estimate = (bytes as f64 * n as f64 / sample.len() as f64) as u64;
             return Ok((
-                Choice { program: copyref(), standalone_estimate: estimate, finalists: Vec::new() },
+                Choice {
+                    program: copyref(),
+                    standalone_estimate: estimate,
+                    finalists: Vec::new(),
+                    alternatives: Vec::new(),
+                },
                 Vec::new(),
             ));
         }
@@ -669,7 +686,7 @@ fn choose_traced(t: &TensorView, opts: &SearchOptions) -> Result<(Choice, Deriva
     };
     ranked.sort();
     let programs: Vec<&Node> = found.iter().map(|f| &f.program).collect();
-    Confirm { t, opts, programs: &programs, sample_elems: sample.len() }.run(&mut ranked)?;
+    let checked = Confirm { t, opts, programs: &programs, sample_elems: sample.len() }.run(&ranked);
     let scale = |bytes: usize| (bytes as f64 * n as f64 / sample.len() as f64) as u64;
     let alone = ranked
         .iter()
@@ -691,7 +708,11 @@ fn choose_traced(t: &TensorView, opts: &SearchOptions) -> Result<(Choice, Deriva
         Some(&(_, i)) => {
             let f = &found[i];
             let standalone_estimate = if f.program.uses_reference() { alone } else { 0 };
-            Ok((Choice { program: f.program.clone(), standalone_estimate, finalists }, f.derivation.clone()))
+            let alternatives = alternatives(&programs, &checked, &f.program);
+            Ok((
+                Choice { program: f.program.clone(), standalone_estimate, finalists, alternatives },
+                f.derivation.clone(),
+            ))
         }
         None => plain(raw()),
     }

@@ -314,12 +314,27 @@ fn wider_head_twins() {
     assert_eq!(twin(rans()), None);
 }
 
+/// The program (its position in `programs`) kept for `t` where `ranked` is the ranking on the
+/// sample and a check named `named` to compare with its winner: those and the winner, encoded over
+/// the whole tensor, as the compressor does (`choose_whole`).
+fn kept(
+    t: &TensorView,
+    opts: &SearchOptions,
+    programs: &[&Node],
+    ranked: &[(usize, usize)],
+    named: Vec<usize>,
+) -> usize {
+    let candidates: Vec<usize> = std::iter::once(ranked[0].1).chain(named).collect();
+    let nodes: Vec<&Node> = candidates.iter().map(|&k| programs[k]).collect();
+    candidates[choose_whole(t, opts, &nodes, false).unwrap()]
+}
+
 /// Slower finalists ranked just behind the winner on the sample are compared with it over the
-/// tensor's chunks, and the one that costs least there goes first; one ranked further behind,
-/// a faster one or a copy of the winner is not; only at a level that asks for the checks, on a
+/// tensor, and the one that costs least there is kept; one ranked further behind, a faster one
+/// or a copy of the winner is not compared; only at a level that asks for the checks, on a
 /// tensor larger than the sample.
 #[test]
-fn close_finalists_are_compared_over_chunks() {
+fn close_finalists_are_compared_over_the_tensor() {
     let (dt, n) = (DType::U8, 1usize << 20);
     let shape = [n as u64];
     // Independent two-bit symbols: `rans` codes them in a quarter of `raw`'s bytes, and the
@@ -329,9 +344,8 @@ fn close_finalists_are_compared_over_chunks() {
     let first = |ranked: &[(usize, usize)], programs: &[&Node], opts: &SearchOptions| {
         let t =
             TensorView { name: "w", dtype: &dt, shape: &shape, word_bits: 8, bytes: (&skewed).into(), reference: None };
-        let mut ranked = ranked.to_vec();
-        Confirm { t: &t, opts, programs, sample_elems: opts.sample_elems }.close_finalists(&mut ranked).unwrap();
-        ranked[0].1
+        let named = Confirm { t: &t, opts, programs, sample_elems: opts.sample_elems }.close_finalists(ranked);
+        kept(&t, opts, programs, ranked, named)
     };
     let ns = |p: &Node| crate::dsl::cost::program_ns(p, Ty::u(8));
     let (fast, small, context) = (raw(), rans(), rans_prev());
@@ -347,7 +361,7 @@ fn close_finalists_are_compared_over_chunks() {
 }
 
 /// A winner on the sample that decodes slower than a finalist ranked below it gives way where
-/// the finalist costs less over the whole tensor, and keeps its place where it does not; only
+/// the finalist costs less over the whole tensor, and is kept where it does not; only
 /// at a level that asks for the check, with a decode price, on a tensor much larger than the
 /// sample.
 #[test]
@@ -362,10 +376,10 @@ fn slow_winner_is_checked_over_the_whole_tensor() {
     let opts = SearchOptions { sample_elems: 1 << 14, decode_weight: 0.0025, ..SearchOptions::new(n) };
     let first = |data: &Vec<u8>, opts: &SearchOptions| {
         let t = TensorView { name: "w", dtype: &dt, shape: &shape, word_bits: 8, bytes: data.into(), reference: None };
-        let mut ranked = vec![(100, 0), (101, 1)];
+        let ranked = [(100, 0), (101, 1)];
         let programs: &[&Node] = &[&slow, &fast];
-        Confirm { t: &t, opts, programs, sample_elems: opts.sample_elems }.slow_winner(&mut ranked).unwrap();
-        ranked[0].1
+        let named = Confirm { t: &t, opts, programs, sample_elems: opts.sample_elems }.slow_winner(&ranked);
+        kept(&t, opts, programs, &ranked, named.into_iter().collect())
     };
     assert_eq!(first(&noise, &opts), 1, "raw costs less than rans on noise");
     assert_eq!(first(&skewed, &opts), 0, "rans saves far more than its price on 2-bit symbols");
@@ -375,11 +389,11 @@ fn slow_winner_is_checked_over_the_whole_tensor() {
 }
 
 /// A winner with an LZ leaf gives way to its literal twin (`lanes` for `zstd`) where the twin
-/// costs less over chunks of the tensor, wherever the twin ranked on the sample, and keeps its
-/// place where it does not; only at a level that asks for the check, on a tensor much larger
-/// than the sample, and for a winner that has an LZ leaf.
+/// costs less over the tensor, wherever the twin ranked on the sample, and is kept where it
+/// does not; only at a level that asks for the check, on a tensor much larger than the sample,
+/// and for a winner that has an LZ leaf.
 #[test]
-fn lz_winner_is_checked_over_chunks() {
+fn lz_winner_is_checked_over_the_tensor() {
     let (dt, n) = (DType::U8, 1usize << 20);
     let shape = [n as u64];
     // Binomial symbols (the bits set in a random byte): no repeats for LZ, and probabilities
@@ -393,17 +407,17 @@ fn lz_winner_is_checked_over_chunks() {
     let opts = SearchOptions { sample_elems: 1 << 14, chunk_elems: 1 << 16, ..SearchOptions::new(n) };
     let first = |data: &Vec<u8>, programs: &[&Node], opts: &SearchOptions| {
         let t = TensorView { name: "w", dtype: &dt, shape: &shape, word_bits: 8, bytes: data.into(), reference: None };
-        let mut ranked = vec![(100, 0), (150, 1), (200, 2)];
-        Confirm { t: &t, opts, programs, sample_elems: opts.sample_elems }.lz_winner(&mut ranked).unwrap();
-        ranked.iter().map(|r| r.1).collect::<Vec<_>>()
+        let ranked = [(100, 0), (150, 1), (200, 2)];
+        let named = Confirm { t: &t, opts, programs, sample_elems: opts.sample_elems }.lz_winner(&ranked);
+        kept(&t, opts, programs, &ranked, named.into_iter().collect())
     };
     let programs: &[&Node] = &[&lz, &raw(), &literal];
-    assert_eq!(first(&binomial, programs, &opts), [2, 0, 1], "lanes is smaller on binomial symbols");
-    assert_eq!(first(&repeats, programs, &opts), [0, 1, 2], "zstd copies the repeats");
-    assert_eq!(first(&binomial, &[&rans(), &raw(), &literal], &opts), [0, 1, 2], "no LZ leaf, no check");
-    assert_eq!(first(&binomial, &[&lz, &raw(), &rans()], &opts), [0, 1, 2], "no twin ranked, no check");
-    assert_eq!(first(&binomial, programs, &SearchOptions { confirm_whole: false, ..opts.clone() }), [0, 1, 2]);
-    assert_eq!(first(&binomial, programs, &SearchOptions { sample_elems: n / 4, ..opts.clone() }), [0, 1, 2]);
+    assert_eq!(first(&binomial, programs, &opts), 2, "lanes is smaller on binomial symbols");
+    assert_eq!(first(&repeats, programs, &opts), 0, "zstd copies the repeats");
+    assert_eq!(first(&binomial, &[&rans(), &raw(), &literal], &opts), 0, "no LZ leaf, no check");
+    assert_eq!(first(&binomial, &[&lz, &raw(), &rans()], &opts), 0, "no twin ranked, no check");
+    assert_eq!(first(&binomial, programs, &SearchOptions { confirm_whole: false, ..opts.clone() }), 0);
+    assert_eq!(first(&binomial, programs, &SearchOptions { sample_elems: n / 4, ..opts.clone() }), 0);
 }
 
 /// A tensor of the same kind as an earlier one compares twice as many of that tensor's ranked
