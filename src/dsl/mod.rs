@@ -9,6 +9,7 @@
 
 pub mod cost;
 pub mod fused;
+mod memo;
 pub mod ops;
 pub mod stream;
 
@@ -320,6 +321,12 @@ impl Node {
         })
     }
 
+    /// Runs `f` with the estimates of coding leaves kept on this thread (`estimated_len_with`
+    /// estimates each leaf once per stream it codes): for comparing many programs on one sample.
+    pub fn with_estimates_kept<R>(f: impl FnOnce() -> R) -> R {
+        memo::with_memo(f)
+    }
+
     /// The payload length `encode_with` would produce, with the coded symbols of the `rans` and
     /// `lanes` leaves estimated from their tables instead of coded (within a few bytes per
     /// leaf) and `huffman` leaves sized from their code lengths (exact): what the chooser
@@ -334,6 +341,34 @@ impl Node {
     }
 
     fn encode_node(
+        &self,
+        x: &Stream,
+        sib: &[Stream],
+        reference: Option<&Stream>,
+        elem_offset: u64,
+        how: How,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        // Estimates of coding leaves are kept where the caller asks (`memo::with_memo`): what
+        // they append depends on their stream, siblings and reference alone.
+        if how == How::Estimate && matches!(self.op, Op::Rans(_) | Op::Lanes(_) | Op::Huffman(_) | Op::Zstd(_)) {
+            if let Some(key) = memo::key(self, x, sib, reference) {
+                if let Some(kept) = memo::get(&key) {
+                    let len = kept.ok_or_else(|| Error::invalid("program does not apply to this data"))?;
+                    out.resize(out.len() + len, 0);
+                    return Ok(());
+                }
+                let start = out.len();
+                let r = self.encode_op(x, sib, reference, elem_offset, how, out);
+                memo::put(key, r.as_ref().ok().map(|_| out.len() - start));
+                return r;
+            }
+        }
+        self.encode_op(x, sib, reference, elem_offset, how, out)
+    }
+
+    /// [`Node::encode_node`] without the memo.
+    fn encode_op(
         &self,
         x: &Stream,
         sib: &[Stream],

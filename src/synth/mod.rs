@@ -733,15 +733,18 @@ pub const SCREEN_ELEMS: usize = 1 << 15;
 pub const FINALISTS: usize = 2;
 
 /// Exact encoded sizes on `sample` of the programs that apply, as (size, position).
+/// One after the other on this thread, with the estimates of their leaves kept: the finalists
+/// and their twins share most leaves (`Node::with_estimates_kept`).
 fn rank(cands: Vec<&Node>, sample: &Stream, reference: Option<&Stream>, decode_weight: f64) -> Vec<(usize, usize)> {
-    use rayon::prelude::*;
-    cands
-        .into_par_iter()
-        .enumerate()
-        .filter_map(|(i, c)| {
-            c.estimated_len_with(sample, &[], reference).ok().map(|len| (len + price(c, sample, decode_weight), i))
-        })
-        .collect()
+    Node::with_estimates_kept(|| {
+        cands
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, c)| {
+                c.estimated_len_with(sample, &[], reference).ok().map(|len| (len + price(c, sample, decode_weight), i))
+            })
+            .collect()
+    })
 }
 
 /// What decoding `program` over `sample` costs, in bytes (see `SearchOptions::decode_weight`).
