@@ -359,24 +359,11 @@ impl Node {
                     return Ok(());
                 }
                 let start = out.len();
-                let r = self.encode_op(x, sib, reference, elem_offset, how, out);
+                let r = self.encode_node(x, sib, reference, elem_offset, How::EstimateOnce, out);
                 memo::put(key, r.as_ref().ok().map(|_| out.len() - start));
                 return r;
             }
         }
-        self.encode_op(x, sib, reference, elem_offset, how, out)
-    }
-
-    /// [`Node::encode_node`] without the memo.
-    fn encode_op(
-        &self,
-        x: &Stream,
-        sib: &[Stream],
-        reference: Option<&Stream>,
-        elem_offset: u64,
-        how: How,
-        out: &mut Vec<u8>,
-    ) -> Result<()> {
         let not_applicable = || Error::invalid("program does not apply to this data");
         // The type rule, checked as the parser does.
         if self.child_types(x.ty)?.len() != self.children.len() {
@@ -404,15 +391,15 @@ impl Node {
                 r.encode(x, o);
                 Ok(())
             }),
-            Op::Rans(r) if how == How::Estimate => leaf_payload(out, hint, |o| {
+            Op::Rans(r) if how != How::Write => leaf_payload(out, hint, |o| {
                 let _: () = estimated(o, r.estimated_len(x, sib, reference)?);
                 Ok(())
             }),
-            Op::Lanes(l) if how == How::Estimate => leaf_payload(out, hint, |o| {
+            Op::Lanes(l) if how != How::Write => leaf_payload(out, hint, |o| {
                 let _: () = estimated(o, l.estimated_len(x)?);
                 Ok(())
             }),
-            Op::Huffman(h) if how == How::Estimate => leaf_payload(out, hint, |o| {
+            Op::Huffman(h) if how != How::Write => leaf_payload(out, hint, |o| {
                 let _: () = estimated(o, h.encoded_len(x));
                 Ok(())
             }),
@@ -691,6 +678,8 @@ impl Node {
 enum How {
     Write,
     Estimate,
+    /// `Estimate`, past the memo (what the memo keeps).
+    EstimateOnce,
 }
 
 fn leaf_payload(out: &mut Vec<u8>, hint: usize, f: impl FnOnce(&mut Vec<u8>) -> Result<()>) -> Result<()> {
