@@ -79,10 +79,16 @@ pub(crate) fn compress_source<W: Write + Seek + Send>(
         let prior = choose::prior(&jobs, &dup_of, opts)?;
         lap(1);
         let mut chosen = choose::programs(&jobs, &dup_of, forced, prior, opts)?;
-        // A program that reads a derived reference says which derivation it reads.
+        // A program that reads a derived reference says which derivation it reads (and so do
+        // the others that the encoder may keep instead).
         for (c, j) in chosen.iter_mut().zip(&jobs) {
-            if let (Some(kind), true) = (j.derive, c.program.uses_reference()) {
-                c.program = Node::new(dsl::Op::Derive(dsl::ops::derive::Derive { kind }), vec![c.program.clone()]);
+            if let Some(kind) = j.derive {
+                let derive = |p: &mut Node| {
+                    if p.uses_reference() {
+                        *p = Node::new(dsl::Op::Derive(dsl::ops::derive::Derive { kind }), vec![p.clone()]);
+                    }
+                };
+                c.alternatives.iter_mut().chain(&mut c.cheaper).chain(std::iter::once(&mut c.program)).for_each(derive);
             }
         }
         lap(2);
