@@ -349,18 +349,8 @@ impl Node {
         how: How,
         out: &mut Vec<u8>,
     ) -> Result<()> {
-        // Estimates of coding leaves are kept where the caller asks (`memo::with_memo`): what
-        // they append depends on their stream, siblings and reference alone.
-        if how == How::Estimate && matches!(self.op, Op::Rans(_) | Op::Lanes(_) | Op::Huffman(_) | Op::Zstd(_)) {
-            if let Some(key) = memo::key(self, x, sib, reference) {
-                if let Some(kept) = memo::get(&key) {
-                    let len = kept.ok_or_else(|| Error::invalid("program does not apply to this data"))?;
-                    out.resize(out.len() + len, 0);
-                    return Ok(());
-                }
-                let start = out.len();
-                let r = self.encode_node(x, sib, reference, elem_offset, How::EstimateOnce, out);
-                memo::put(key, r.as_ref().ok().map(|_| out.len() - start));
+        if how == How::Estimate {
+            if let Some(r) = self.kept_estimate(x, sib, reference, out) {
                 return r;
             }
         }
@@ -466,6 +456,25 @@ impl Node {
             }
             Op::Blocks(b) => kids(b.forward(x, elem_offset)?, out),
         }
+    }
+
+    /// A coding leaf's estimate where the caller keeps them (`memo::with_memo`; what it
+    /// appends depends on its stream, siblings and reference alone): appended from the memo, or
+    /// made once (`How::EstimateOnce`) and kept. None where no memo is kept or `self` is not
+    /// such a leaf.
+    fn kept_estimate(&self, x: &Stream, sib: &[Stream], r: Option<&Stream>, out: &mut Vec<u8>) -> Option<Result<()>> {
+        if !matches!(self.op, Op::Rans(_) | Op::Lanes(_) | Op::Huffman(_) | Op::Zstd(_)) {
+            return None;
+        }
+        let key = memo::key(self, x, sib, r)?;
+        if let Some(kept) = memo::get(&key) {
+            let len = kept.ok_or_else(|| Error::invalid("program does not apply to this data"));
+            return Some(len.map(|len| out.resize(out.len() + len, 0)));
+        }
+        let start = out.len();
+        let made = self.encode_node(x, sib, r, 0, How::EstimateOnce, out);
+        memo::put(key, made.as_ref().ok().map(|_| out.len() - start));
+        Some(made)
     }
 
     fn encode_children(
