@@ -378,6 +378,18 @@ def reference_embedding(d: Path, ids: list[int]) -> np.ndarray:
     return e / np.linalg.norm(e)
 
 
+def embedding_of(stdout: str, dim: int):
+    """The first "embedding" array of llama-embedding's JSON output, or None where it is not
+    whole (`dim` numbers, each parsed)."""
+    try:
+        body = stdout[stdout.index('"embedding": ['):]
+        body = body[body.index("[") + 1:body.index("]")]
+        emb = np.array([float(v) for v in body.replace("\n", " ").split(",") if v.strip()], dtype=np.float64)
+    except ValueError:
+        return None
+    return emb if emb.size == dim else None
+
+
 def check(d: Path, files: list[Path], binary: Path, threads: int, prompt: str) -> bool:
     hp = json.loads((d / "config.json").read_text())
     _, _, wp = load_vocab(d, hp)
@@ -391,19 +403,26 @@ def check(d: Path, files: list[Path], binary: Path, threads: int, prompt: str) -
         cmd = [str(binary), "-m", str(fn), "-p", prompt, "--pooling", "mean", "--embd-normalize", "2",
                "--embd-output-format", "json", "--verbose-prompt", "-t", str(threads), "-ngl", "0"]
         print("$ " + " ".join(f"'{c}'" if " " in c else c for c in cmd))
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        if r.returncode != 0:
-            print(r.stdout[-3000:], r.stderr[-3000:])
+        # llama-embedding prints through llama.cpp's asynchronous logger, which can lose output
+        # when the program exits (common/log.cpp, common_log_main: the logger is leaked on
+        # purpose, "logs may be lost if not flushed before the program exits"): a run whose
+        # embedding or prompt tokens did not come out whole is run again, up to 5 times.
+        emb, got_ids = None, []
+        for _ in range(5):
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            if r.returncode != 0:
+                print(r.stdout[-3000:], r.stderr[-3000:])
+                break
+            both = r.stdout + "\n" + r.stderr
+            got_ids = [int(line.split("->")[0]) for line in both.splitlines()
+                       if "->" in line and line.split("->")[0].strip().isdigit()]
+            emb = embedding_of(r.stdout, hp["hidden_size"])
+            if emb is not None and got_ids == ids:
+                break
+        if emb is None:
+            print(f"  {fn.name}: no whole embedding from llama-embedding in 5 runs")
             ok = False
             continue
-        both = r.stdout + "\n" + r.stderr
-        got_ids = [int(line.split("->")[0]) for line in both.splitlines()
-                   if "->" in line and line.split("->")[0].strip().isdigit()]
-        # The numbers of the first "embedding" array (llama-embedding's JSON is read leniently:
-        # its lines can come out interleaved with the tool's other output).
-        body = r.stdout[r.stdout.index('"embedding"'):]
-        body = body[body.index("[") + 1:body.index("]")]
-        emb = np.array([float(v) for v in body.replace("\n", " ").split(",") if v.strip()], dtype=np.float64)
         cos = float(emb @ ref / np.linalg.norm(emb) / np.linalg.norm(ref))
         tok_ok = got_ids == ids
         print(f"  {fn.name}: tokens {'match' if tok_ok else 'DIFFER ' + str(got_ids)}; n_embd {emb.size}; "

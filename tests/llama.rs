@@ -17,7 +17,7 @@
 //!
 //! And on real float weights (all-MiniLM-L6-v2, a BERT encoder, as F32 and BF16 GGUF made by
 //! `scripts/llama.sh models`): the pooled embedding bit for bit from the archives as from the file,
-//! the stock `llama-embedding`'s output through `brevis exec`, peak RSS.
+//! peak RSS.
 //!
 //! Says SKIPPED when cmake, a C++ compiler, strace, the corpus or the network for the first build
 //! is missing (a failure under `BREVIS_REQUIRE_ALL=1`).
@@ -256,9 +256,9 @@ fn llama_float_model_runs_from_its_archive() {
 /// Real float weights (not a dequantized quantization): all-MiniLM-L6-v2 as F32 and BF16 GGUF
 /// ([`real_float_models`]). From its archives at the default level and at `fast` (through
 /// llama.cpp's loader, and at the default level through the memfd fallback too), llama.cpp gives
-/// the same pooled embedding of a sentence, bit for bit, as from the file; llama.cpp's own
-/// `llama-embedding`, run on the archive through `brevis exec`, prints what it prints for the
-/// file; and the loader's peak RSS stays within the file's + 64 MiB.
+/// the same pooled embedding of a sentence, bit for bit, as from the file; and the loader's peak
+/// RSS stays within the file's + 64 MiB. (llama.cpp's own `llama-embedding` is not compared: it
+/// prints through llama.cpp's asynchronous logger, which can lose output at exit.)
 #[test]
 fn llama_real_float_models_embed_from_their_archives() {
     let Some(l) = llama() else { return };
@@ -279,21 +279,6 @@ fn llama_real_float_models_embed_from_their_archives() {
             println!("{} ({how}): embedding identical to the file's", a.display());
         }
         let a = archive(model, brevis::Level::Default, dir.path());
-        let stock = |path: &Path| {
-            let mut c = Command::new(l.bin("llama-embedding"));
-            c.arg("-m").arg(path).args(["-p", SENTENCE, "-t", "2", "--embd-normalize", "-1"]);
-            c
-        };
-        let from_file = run("llama-embedding", &mut stock(model));
-        assert!(from_file.contains("embedding 0:"), "{from_file}");
-        let mut exec = Command::new(env!("CARGO_BIN_EXE_brevis"));
-        exec.arg("exec").arg(&a).arg("--").arg(l.bin("llama-embedding")).args(stock(&a).get_args());
-        assert_eq!(
-            run("brevis exec llama-embedding", &mut exec),
-            from_file,
-            "{}: llama-embedding differs",
-            a.display()
-        );
         let out = dir.path().join("rss.f32");
         let embed = [std::ffi::OsStr::new("--embed"), out.as_os_str()];
         let (file, arc) = (peak_rss(l, model, &embed), peak_rss(l, &a, &embed));
