@@ -6,6 +6,7 @@ use super::features::channel_len;
 use super::twins::{fast_twin, lz_twin, raw_sign_twin, wider_head_twin, WIDER_HEAD};
 use super::*;
 use crate::dsl::ops::maps::Map;
+use confirm::{CLOSE_PART, CONFIRM_NS};
 
 /// Contexts worth trying for a symbol stream: none, the previous word, the word one channel back.
 fn heads(shape: &[u64]) -> Vec<Node> {
