@@ -200,29 +200,49 @@ fn encode_chunk(j: &Job, program: &Node, (_, s, e): Work, len: u64) -> Result<Co
 
 /// [`encode_chunk`] with `c`'s program, and where it has others to price (`Chosen::others`),
 /// the chunk's costs with all of them (`Coded::costs`; decode priced at `decode_weight`, as
-/// `synth::choose_whole` prices it).
+/// `synth::choose_whole` prices it). The alternatives are priced by their estimates
+/// (`Node::estimated_len_at`, which never came out below the encoded size on the dev corpus,
+/// and at most a few bytes per leaf above it), sharing the estimates of the leaves they have in
+/// common; the cheaper level's program, which keeps the levels monotone, is encoded.
 fn encode_chunk_against(j: &Job, c: &Chosen, w: Work, len: u64, decode_weight: f64) -> Result<Coded> {
-    let mut coded = encode_chunk(j, &c.program, w, len)?;
-    let others = c.others();
-    if !others.is_empty() {
-        let ty = dsl::Ty::u(j.word_bits);
-        let elems = (w.2 - w.1) / ty.container_bytes();
-        let own = coded.payload.len() as u64;
-        let mut costs = vec![(own, own + synth::price_of(&c.program, ty, elems, decode_weight) as u64)];
-        j.bytes.with_read(w.1, w.2, |b| -> Result<()> {
-            let x = dsl::Stream::from_le_bytes(ty, b)?;
-            let offset = (w.1 / ty.container_bytes()) as u64;
-            for p in others {
-                let r = match (&j.reference, p.uses_reference()) {
-                    (Some((_, rb)), true) => Some(dsl::Stream::from_le_bytes(ty, &rb.read(w.1, w.2)?)?),
-                    _ => None,
-                };
-                costs.push(synth::encoded_cost(p, &x, r.as_ref(), offset, decode_weight));
-            }
-            Ok(())
-        })??;
-        coded.costs = Some(costs);
+    // The alternatives mostly share the program's first transforms and many of their leaves:
+    // with a memo kept, the program's transforms are kept as it is encoded, and each shared
+    // part is estimated once (`dsl::memo`).
+    match c.alternatives.is_empty() {
+        true => encode_and_price(j, c, w, len, decode_weight),
+        false => Node::with_estimates_kept(|| encode_and_price(j, c, w, len, decode_weight)),
     }
+}
+
+fn encode_and_price(j: &Job, c: &Chosen, w: Work, len: u64, decode_weight: f64) -> Result<Coded> {
+    let mut coded = encode_chunk(j, &c.program, w, len)?;
+    if c.others().is_empty() {
+        return Ok(coded);
+    }
+    let ty = dsl::Ty::u(j.word_bits);
+    let elems = (w.2 - w.1) / ty.container_bytes();
+    let own = coded.payload.len() as u64;
+    let mut costs = vec![(own, own + synth::price_of(&c.program, ty, elems, decode_weight) as u64)];
+    j.bytes.with_read(w.1, w.2, |b| -> Result<()> {
+        let x = dsl::Stream::from_le_bytes(ty, b)?;
+        let offset = (w.1 / ty.container_bytes()) as u64;
+        let reference = |p: &Node| match (&j.reference, p.uses_reference()) {
+            (Some((_, rb)), true) => Ok(Some(dsl::Stream::from_le_bytes(ty, &rb.read(w.1, w.2)?)?)),
+            _ => Ok::<_, Error>(None),
+        };
+        for p in &c.alternatives {
+            let price = synth::price_of(p, ty, elems, decode_weight) as u64;
+            costs.push(match p.estimated_len_at(&x, &[], reference(p)?.as_ref(), offset) {
+                Ok(n) => (n as u64, n as u64 + price),
+                Err(_) => (u64::MAX, u64::MAX),
+            });
+        }
+        if let Some(p) = &c.cheaper {
+            costs.push(synth::encoded_cost(p, &x, reference(p)?.as_ref(), offset, decode_weight));
+        }
+        Ok(())
+    })??;
+    coded.costs = Some(costs);
     Ok(coded)
 }
 
@@ -363,6 +383,7 @@ impl<W: Write + Seek> Output<'_, '_, W> {
         let k = synth::decide(&self.costs[i], |k| programs[k].to_bytes().len() as u64, c.cheaper.is_some());
         if k > 0 {
             let p = programs[k];
+            eprintln!("SETTLE {} {} of {}", jobs[i].bytes.len(), k, programs.len());
             self.programs[i] = p.clone();
             self.writer.rewind_to(self.tensor_start[i])?;
             self.chunks[i].clear();

@@ -332,8 +332,20 @@ impl Node {
     /// leaf) and `huffman` leaves sized from their code lengths (exact): what the chooser
     /// compares candidates by. Fails where `encode_with` fails.
     pub fn estimated_len_with(&self, x: &Stream, sib: &[Stream], reference: Option<&Stream>) -> Result<usize> {
+        self.estimated_len_at(x, sib, reference, 0)
+    }
+
+    /// [`Node::estimated_len_with`] over a chunk whose first element is element `elem_offset`
+    /// of its tensor (as [`Node::encode_at`]).
+    pub fn estimated_len_at(
+        &self,
+        x: &Stream,
+        sib: &[Stream],
+        reference: Option<&Stream>,
+        elem_offset: u64,
+    ) -> Result<usize> {
         let mut out = Vec::new();
-        self.encode_node(x, sib, reference, 0, How::Estimate, &mut out).map_err(|e| match e {
+        self.encode_node(x, sib, reference, elem_offset, How::Estimate, &mut out).map_err(|e| match e {
             Error::Corrupt(m) => Error::Invalid(m),
             e => e,
         })?;
@@ -355,24 +367,24 @@ impl Node {
             }
         }
         let not_applicable = || Error::invalid("program does not apply to this data");
-        // The type rule, checked as the parser does.
-        if self.child_types(x.ty)?.len() != self.children.len() {
-            return Err(Error::invalid("program arity does not match the operator"));
-        }
-        match &self.op {
-            Op::Rans(_) | Op::Huffman(_) | Op::Lanes(_) if x.ty.bits > 16 => {
-                return Err(Error::invalid("entropy leaf over words wider than 16 bits"))
+        self.check_encodes(x.ty)?;
+        // A transform's output: where a memo is kept, read from it when estimating, and kept
+        // for the programs estimated after this one on the same stream.
+        let kept = memo::parts_key(self, x, reference, elem_offset);
+        if let Some(key) = kept.as_ref().filter(|_| how != How::Write) {
+            if let Some((header, parts)) = memo::parts(key, &self.op) {
+                out.extend_from_slice(&header);
+                return self.encode_children(&parts, reference, elem_offset, how, out);
             }
-            Op::Rans(Rans { ctx: LeafCtx::Back(0), .. }) => return Err(Error::invalid("zero context distance")),
-            Op::Rans(Rans { ctx: LeafCtx::Pop(d), .. }) if *d == 0 || *d as usize > crate::coder::rans::MAX_POP => {
-                return Err(Error::invalid("rans: popcount window out of range"))
-            }
-            Op::Scan(s) if s.stride == 0 => return Err(Error::invalid("zero stride")),
-            Op::Repeat(r) if r.period == 0 => return Err(Error::invalid("zero period")),
-            _ => {}
         }
-        let kids =
-            |parts: Vec<Stream>, out: &mut Vec<u8>| self.encode_children(parts, reference, elem_offset, how, out);
+        let start = out.len();
+        let kids = |parts: Vec<Stream>, out: &mut Vec<u8>| {
+            let parts = std::rc::Rc::new(parts);
+            if let Some(key) = kept {
+                memo::keep_parts(key, &self.op, &out[start..], &parts);
+            }
+            self.encode_children(&parts, reference, elem_offset, how, out)
+        };
         // Estimated payloads keep the layout (the length prefix), with zeros for the symbols.
         let estimated = |o: &mut Vec<u8>, len: usize| o.resize(o.len() + len, 0);
         let hint = x.len() * x.ty.container_bytes();
@@ -458,6 +470,25 @@ impl Node {
         }
     }
 
+    /// The type rule, checked as the parser does, and the parameters an encoder refuses.
+    fn check_encodes(&self, ty: Ty) -> Result<()> {
+        if self.child_types(ty)?.len() != self.children.len() {
+            return Err(Error::invalid("program arity does not match the operator"));
+        }
+        match &self.op {
+            Op::Rans(_) | Op::Huffman(_) | Op::Lanes(_) if ty.bits > 16 => {
+                Err(Error::invalid("entropy leaf over words wider than 16 bits"))
+            }
+            Op::Rans(Rans { ctx: LeafCtx::Back(0), .. }) => Err(Error::invalid("zero context distance")),
+            Op::Rans(Rans { ctx: LeafCtx::Pop(d), .. }) if *d == 0 || *d as usize > crate::coder::rans::MAX_POP => {
+                Err(Error::invalid("rans: popcount window out of range"))
+            }
+            Op::Scan(s) if s.stride == 0 => Err(Error::invalid("zero stride")),
+            Op::Repeat(r) if r.period == 0 => Err(Error::invalid("zero period")),
+            _ => Ok(()),
+        }
+    }
+
     /// A coding leaf's estimate where the caller keeps them (`memo::with_memo`; what it
     /// appends depends on its stream, siblings and reference alone): appended from the memo, or
     /// made once (`How::EstimateOnce`) and kept. None where no memo is kept or `self` is not
@@ -479,7 +510,7 @@ impl Node {
 
     fn encode_children(
         &self,
-        parts: Vec<Stream>,
+        parts: &[Stream],
         reference: Option<&Stream>,
         elem_offset: u64,
         how: How,
@@ -488,7 +519,7 @@ impl Node {
         if parts.len() != self.children.len() {
             return Err(Error::invalid("program arity does not match the operator"));
         }
-        for (j, (child, part)) in self.children.iter().zip(&parts).enumerate() {
+        for (j, (child, part)) in self.children.iter().zip(parts).enumerate() {
             child.encode_node(part, &parts[..j], reference, elem_offset, how, out)?;
         }
         Ok(())

@@ -2,6 +2,7 @@
 //! indices into the table, u(ceil log2 t)]. The chunk header carries the table size t.
 
 use super::prelude::*;
+use crate::simd::Lane;
 use rustc_hash::FxHashMap;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,25 +60,46 @@ impl Dict {
         Some((vals, idx))
     }
 
-    /// Wider words: the sorted distinct words, each index by a hash lookup. The distinct words
-    /// are gathered in a hash map that gives up as soon as there are too many, so a stream that
-    /// is no dictionary's is dropped after a part of it; only the distinct words are sorted.
+    /// Wider words: the sorted distinct words, each index by one hash lookup. Each word gets
+    /// a provisional index in order of first appearance as it is read, in one pass that gives
+    /// up as soon as there are too many distinct words (a stream that is no dictionary's is
+    /// dropped after a part of it); only the distinct words are then sorted, and the
+    /// provisional indices renamed through a table of at most [`MAX_ENTRIES`].
     fn forward_wide(x: &Stream) -> Option<(Vec<u64>, Stream)> {
-        let mut rank: FxHashMap<u64, u32> = FxHashMap::default();
-        rank.reserve(x.len().min(MAX_ENTRIES + 1));
-        for v in x.iter() {
-            rank.entry(v).or_insert(0);
-            if rank.len() > MAX_ENTRIES {
-                return None;
+        match &x.data {
+            Data::U8(d) => Self::first_seen(d),
+            Data::U16(d) => Self::first_seen(d),
+            Data::U32(d) => Self::first_seen(d),
+            Data::U64(d) => Self::first_seen(d),
+        }
+    }
+
+    fn first_seen<L: Lane + Eq + std::hash::Hash>(words: &[L]) -> Option<(Vec<u64>, Stream)> {
+        let mut seen: FxHashMap<L, u16> = FxHashMap::default();
+        seen.reserve(words.len().min(MAX_ENTRIES));
+        let mut first = Vec::with_capacity(words.len());
+        for &v in words {
+            let next = seen.len();
+            if next == MAX_ENTRIES {
+                // Full: a word not yet seen would be one too many.
+                first.push(*seen.get(&v)?);
+            } else {
+                first.push(*seen.entry(v).or_insert(next as u16));
             }
         }
-        let mut vals: Vec<u64> = rank.keys().copied().collect();
+        let mut vals: Vec<(u64, u16)> = seen.into_iter().map(|(v, id)| (v.to_u64(), id)).collect();
         vals.sort_unstable();
-        for (r, v) in vals.iter().enumerate() {
-            rank.insert(*v, r as u32);
+        let mut rank = vec![0u16; vals.len()];
+        for (r, &(_, id)) in vals.iter().enumerate() {
+            rank[id as usize] = r as u16;
         }
-        let idx = x.map_words(Ty::u(index_bits(vals.len())), |v| rank[&v] as u64);
-        Some((vals, idx))
+        let ty = Ty::u(index_bits(vals.len()));
+        let idx = if ty.container_bytes() == 1 {
+            Stream { ty, data: Data::U8(first.iter().map(|&i| rank[i as usize] as u8).collect()) }
+        } else {
+            Stream { ty, data: Data::U16(first.iter().map(|&i| rank[i as usize]).collect()) }
+        };
+        Some((vals.into_iter().map(|(v, _)| v).collect(), idx))
     }
 
     /// Each index's table word: one pass for the largest index (which must be in the table),
