@@ -383,7 +383,6 @@ impl<W: Write + Seek> Output<'_, '_, W> {
         let k = synth::decide(&self.costs[i], |k| programs[k].to_bytes().len() as u64, c.cheaper.is_some());
         if k > 0 {
             let p = programs[k];
-            eprintln!("SETTLE {} {} of {}", jobs[i].bytes.len(), k, programs.len());
             self.programs[i] = p.clone();
             self.writer.rewind_to(self.tensor_start[i])?;
             self.chunks[i].clear();
