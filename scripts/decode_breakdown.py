@@ -1,11 +1,22 @@
 #!/usr/bin/env python3
-"""Where the in-process decompression time of ../shared/corpus/speed_peers.py goes: allocating the
-output (`bytearray(n)`, which zero-fills fresh pages inside the timed call) against decoding into
-a buffer that is already there; and, as a C loader does, decoding into fresh memory from
-`malloc(n)` that nothing has touched (its first-touch faults in the decode, under Brevis's
-huge-page advice). Calls libbrevis's C ABI with ctypes, default options, medians of 7.
-Usage: scripts/decode_breakdown.py FILE... (from the project root, after `cargo build --release`)."""
-import ctypes, os, statistics, sys, time
+"""Where the `cold` figure of ../shared/corpus/speed_peers.py goes: decoding into fresh memory (a
+private anonymous mapping made before the clock starts, as there) against decoding into a buffer
+touched once, and the same two for a plain copy of the original bytes (memmove, with the same
+huge-page advice Brevis gives its output), so that what fresh memory costs anyone who writes it
+is told apart from what it costs the decoder. Fresh memory is measured twice, alternating in
+one process:
+
+- `quiet`: as the kernel hands it out to a process that has not just freed memory;
+- `after churn`: just after the process has zero-filled and freed four times as much (as
+  speed_peers.py's rounds do between its timings: compression, ZipNN, zstd). On a virtual
+  machine, whether a page is still backed by the host, and whether a huge page is at hand,
+  depend on what was freed last (a balloon device with `free page reporting` gives the host
+  back free blocks of 2 MiB and more a few seconds after they are freed).
+
+Calls libbrevis's C ABI with ctypes (default options, all threads); medians of --rounds (7).
+Usage: scripts/decode_breakdown.py [--rounds N] FILE... (from the project root, after
+`cargo build --release`)."""
+import ctypes, mmap, os, statistics, sys, time
 from ctypes import POINTER, byref, c_char, c_char_p, c_size_t, c_void_p
 
 lib = ctypes.CDLL(os.path.join("target", "release", "libbrevis.so"))
@@ -13,17 +24,42 @@ lib.brevis_compress_bound.restype = c_size_t
 lib.brevis_compress_bound.argtypes = [c_size_t]
 lib.brevis_compress.argtypes = [c_char_p, c_size_t, c_void_p, c_size_t, c_void_p, POINTER(c_size_t)]
 lib.brevis_decompress.argtypes = [c_char_p, c_size_t, c_void_p, c_size_t, POINTER(c_size_t)]
-libc = ctypes.CDLL(None)
-libc.malloc.restype = c_void_p
-libc.malloc.argtypes = [c_size_t]
-libc.free.argtypes = [c_void_p]
+libc = ctypes.CDLL(None, use_errno=True)
+libc.madvise.argtypes = [c_void_p, c_size_t, ctypes.c_int]
+MADV_HUGEPAGE, HUGE = 14, 2 << 20
+
+args = sys.argv[1:]
+rounds = 7
+if args[:1] == ["--rounds"]:
+    rounds, args = int(args[1]), args[2:]
 
 
-def median_ms(v):
+def fresh(n):
+    """An untouched private anonymous mapping of n bytes and its address."""
+    m = mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    return m, ctypes.addressof(c_char.from_buffer(m))
+
+
+def churn(n):
+    """Zero-fills n bytes of fresh memory and frees it."""
+    m, a = fresh(n)
+    ctypes.memset(a, 1, n)
+    m.close()
+
+
+def copy_into(dst, src, n):
+    """memmove with the huge-page advice Brevis gives its output (work::advise_huge_pages)."""
+    lo, hi = (dst + HUGE - 1) // HUGE * HUGE, (dst + n) // HUGE * HUGE
+    if n >= 4 * HUGE and hi > lo:
+        libc.madvise(lo, hi - lo, MADV_HUGEPAGE)
+    ctypes.memmove(dst, src, n)
+
+
+def ms(v):
     return statistics.median(v) * 1e3
 
 
-for path in sys.argv[1:]:
+for path in args:
     data = open(path, "rb").read()
     n = len(data)
     cap = lib.brevis_compress_bound(n)
@@ -31,33 +67,39 @@ for path in sys.argv[1:]:
     assert lib.brevis_compress(data, n, (c_char * cap).from_buffer(out), cap, None, byref(m)) == 0
     arc = bytes(out[: m.value])
     del out
-    alloc, warm, both, fresh = [], [], [], []
-    # First, before Python's zero-filled buffers have broken up the free memory into small pages.
-    for _ in range(7):
-        p = libc.malloc(n)
+    keep = (c_char * n).from_buffer(bytearray(data))
+    src = ctypes.addressof(keep)
+    warm_buf = bytearray(b"\x01") * n
+    warm = ctypes.addressof((c_char * n).from_buffer(warm_buf))
+    T = {k: [] for k in ("dw", "cw", "d", "c", "db", "cb")}
+
+    def timed(key, fn):
         t = time.perf_counter()
-        assert lib.brevis_decompress(arc, len(arc), p, n, byref(m)) == 0
-        fresh.append(time.perf_counter() - t)
-        assert ctypes.string_at(p, n) == data, "round trip differs"
-        libc.free(p)
-    buf = bytearray(n)
-    for _ in range(7):
-        t = time.perf_counter()
-        b = bytearray(n)
-        alloc.append(time.perf_counter() - t)
-        del b
-        t = time.perf_counter()
-        assert lib.brevis_decompress(arc, len(arc), (c_char * n).from_buffer(buf), n, byref(m)) == 0
-        warm.append(time.perf_counter() - t)
-        t = time.perf_counter()
-        b = bytearray(n)
-        assert lib.brevis_decompress(arc, len(arc), (c_char * n).from_buffer(b), n, byref(m)) == 0
-        both.append(time.perf_counter() - t)
-        assert b == data, "round trip differs"
-        del b
-    print(
-        f"{os.path.basename(path)}: bytearray({n}) {median_ms(alloc):.1f} ms, decode into an existing "
-        f"buffer {median_ms(warm):.1f} ms ({n / statistics.median(warm) / 1e6:.0f} MB/s), both {median_ms(both):.1f} ms; "
-        f"into fresh malloc(n) {median_ms(fresh):.1f} ms ({statistics.median(warm) / statistics.median(fresh):.2f}x the "
-        f"existing buffer's speed)"
-    )
+        fn()
+        T[key].append(time.perf_counter() - t)
+
+    def decode(at):
+        assert lib.brevis_decompress(arc, len(arc), at, n, byref(m)) == 0
+
+    for _ in range(rounds):
+        timed("dw", lambda: decode(warm))
+        timed("cw", lambda: ctypes.memmove(warm, src, n))
+        for churned in (False, True):
+            suffix = "b" if churned else ""
+            if churned:
+                churn(4 * n)
+            f, a = fresh(n)
+            timed("d" + suffix, lambda: decode(a))
+            assert ctypes.string_at(a, n) == data, "round trip differs"
+            f.close()
+            if churned:
+                churn(4 * n)
+            f, a = fresh(n)
+            timed("c" + suffix, lambda: copy_into(a, src, n))
+            f.close()
+    dw, cw = ms(T["dw"]), ms(T["cw"])
+    print(f"{os.path.basename(path)} ({n / 1e6:.1f} MB), medians of {rounds} in ms:")
+    for what, k, w in (("decode", "d", dw), ("memmove", "c", cw)):
+        q, c = ms(T[k]), ms(T[k + "b"])
+        print(f"  {what}: warm {w:.1f}; cold, quiet {q:.1f} ({w / q:.2f}x warm, {q - w:+.1f} ms); "
+              f"cold, after churn {c:.1f} ({w / c:.2f}x warm, {c - w:+.1f} ms)")
