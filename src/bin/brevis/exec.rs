@@ -61,15 +61,20 @@ mod linux {
 
     /// The running PROGRAM's pid, for the signal handler (0: none).
     static CHILD: AtomicI32 = AtomicI32::new(0);
+    /// A signal that came before PROGRAM's pid was known, for PROGRAM once it is (0: none). A
+    /// program can start, and its caller signal brevis, before `spawn` has returned the pid.
+    static PENDING: AtomicI32 = AtomicI32::new(0);
 
     const FORWARDED: [libc::c_int; 6] =
         [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGUSR1, libc::SIGUSR2];
 
     extern "C" fn forward(sig: libc::c_int) {
-        let pid = CHILD.load(Ordering::Relaxed);
+        let pid = CHILD.load(Ordering::SeqCst);
         if pid > 0 {
             // SAFETY: kill is async-signal-safe.
             unsafe { libc::kill(pid, sig) };
+        } else {
+            PENDING.store(sig, Ordering::SeqCst);
         }
     }
 
@@ -117,7 +122,13 @@ mod linux {
             .args(&args)
             .spawn()
             .map_err(|err| format!("exec: cannot run {}: {err}", program.to_string_lossy()))?;
-        CHILD.store(child.id() as i32, Ordering::Relaxed);
+        CHILD.store(child.id() as i32, Ordering::SeqCst);
+        // A signal handled before the store is passed on here; one handled after it, by the handler.
+        let early = PENDING.swap(0, Ordering::SeqCst);
+        if early != 0 {
+            // SAFETY: a plain kill of the child's pid.
+            unsafe { libc::kill(child.id() as i32, early) };
+        }
         let status = loop {
             match child.wait() {
                 Ok(s) => break s,
@@ -125,7 +136,7 @@ mod linux {
                 Err(err) => return Err(format!("exec: waiting for {}: {err}", program.to_string_lossy())),
             }
         };
-        CHILD.store(0, Ordering::Relaxed);
+        CHILD.store(0, Ordering::SeqCst);
         drop(d);
         use std::os::unix::process::ExitStatusExt;
         if let Some(sig) = status.signal() {
