@@ -386,8 +386,14 @@ impl<W: Write + Seek> Output<'_, '_, W> {
             self.programs[i] = p.clone();
             self.writer.rewind_to(self.tensor_start[i])?;
             self.chunks[i].clear();
-            for &x in work.iter().filter(|x| x.0 == i) {
-                self.put(jobs, all, x, encode_chunk(&jobs[i], p, x, len)?)?;
+            // The writer waits for this tensor, and the other workers soon wait for the writer:
+            // its chunks are coded again side by side, a few per thread at a time.
+            let again: Vec<Work> = work.iter().filter(|x| x.0 == i).copied().collect();
+            let threads = rayon::current_num_threads().max(1);
+            for group in again.chunks(4 * threads) {
+                for (&x, c) in group.iter().zip(encode_side_by_side(&jobs[i], p, group, len, threads)) {
+                    self.put(jobs, all, x, c?)?;
+                }
             }
         }
         Ok(())
@@ -405,6 +411,35 @@ impl<W: Write + Seek> Output<'_, '_, W> {
         self.chunks[w.0].push(self.writer.put(&c.payload, elems, c.checksum)?);
         self.folder.fold(c.sums.0, &c.sums.1, all)
     }
+}
+
+/// [`encode_chunk`] of each of `group` with `program`, on up to `threads` threads (this one and
+/// scoped helpers, each taking the next chunk), in `group`'s order.
+fn encode_side_by_side(j: &Job, program: &Node, group: &[Work], len: u64, threads: usize) -> Vec<Result<Coded>> {
+    if threads < 2 || group.len() < 2 {
+        return group.iter().map(|&w| encode_chunk(j, program, w, len)).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let slots: Vec<std::sync::Mutex<Option<Result<Coded>>>> = group.iter().map(|_| Default::default()).collect();
+    let take = || loop {
+        let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let Some(&w) = group.get(k) else { break };
+        let coded = encode_chunk(j, program, w, len);
+        *slots[k].lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(coded);
+    };
+    std::thread::scope(|s| {
+        for _ in 1..threads.min(group.len()) {
+            s.spawn(take);
+        }
+        take();
+    });
+    slots
+        .into_iter()
+        .map(|m| {
+            let coded = m.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+            coded.unwrap_or_else(|| Err(Error::invalid("a chunk was not coded")))
+        })
+        .collect()
 }
 
 /// The chunks of [`encode`] between the workers that code them and the one that writes them:
