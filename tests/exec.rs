@@ -36,12 +36,18 @@ fn checkpoint(seed: u64) -> Vec<u8> {
     )
 }
 
+/// A folder holding `m.safetensors` (`checkpoint(seed)`) and its archive `m.brv`.
+fn archived(seed: u64) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("m.safetensors"), checkpoint(seed)).unwrap();
+    ok(&brevis(dir.path(), &["compress", "-q", "m.safetensors", "-o", "m.brv"]));
+    dir
+}
+
 #[test]
 fn exec_gives_program_the_original_by_path() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = archived(1);
     let d = dir.path();
-    std::fs::write(d.join("m.safetensors"), checkpoint(1)).unwrap();
-    ok(&brevis(d, &["compress", "-q", "m.safetensors", "-o", "m.brv"]));
     // The argument itself, and the part after `=` of an option, name the decoded bytes; the
     // decoded bytes are the original's; PROGRAM's stdout is brevis's.
     let script = r#"cmp "$1" m.safetensors && case "$2" in --model=/proc/self/fd/*) echo same;; esac"#;
@@ -60,10 +66,8 @@ fn exec_gives_program_the_original_by_path() {
 /// starts: PROGRAM would create `started`.
 #[test]
 fn exec_refuses_a_damaged_archive_before_the_program_starts() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = archived(2);
     let d = dir.path();
-    std::fs::write(d.join("m.safetensors"), checkpoint(2)).unwrap();
-    ok(&brevis(d, &["compress", "-q", "m.safetensors", "-o", "m.brv"]));
     let mut bytes = std::fs::read(d.join("m.brv")).unwrap();
     let mid = bytes.len() / 2;
     bytes[mid] ^= 0x10;
@@ -137,10 +141,8 @@ fn exec_gives_program_a_folder_and_removes_it() {
 /// A signal sent to brevis reaches PROGRAM, whose exit status is then brevis's.
 #[test]
 fn exec_passes_signals_to_the_program() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = archived(5);
     let d = dir.path();
-    std::fs::write(d.join("m.safetensors"), checkpoint(5)).unwrap();
-    ok(&brevis(d, &["compress", "-q", "m.safetensors", "-o", "m.brv"]));
     let mut child = Command::new(env!("CARGO_BIN_EXE_brevis"))
         .args([
             "exec",
@@ -168,10 +170,8 @@ fn exec_passes_signals_to_the_program() {
 /// passed on once the pid is known. On an idle machine brevis usually knows it first.
 #[test]
 fn exec_passes_a_signal_sent_as_the_program_starts() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = archived(5);
     let d = dir.path();
-    std::fs::write(d.join("m.safetensors"), checkpoint(5)).unwrap();
-    ok(&brevis(d, &["compress", "-q", "m.safetensors", "-o", "m.brv"]));
     let script =
         "trap 'exit 42' TERM; kill -TERM $PPID; i=0; while [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; exit 3";
     let o = brevis(d, &["exec", "m.brv", "--", "sh", "-c", script]);

@@ -420,12 +420,11 @@ fn encode_side_by_side(j: &Job, program: &Node, group: &[Work], len: u64, thread
         return group.iter().map(|&w| encode_chunk(j, program, w, len)).collect();
     }
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let slots: Vec<std::sync::Mutex<Option<Result<Coded>>>> = group.iter().map(|_| Default::default()).collect();
+    let slots: Vec<std::sync::OnceLock<Result<Coded>>> = group.iter().map(|_| Default::default()).collect();
     let take = || loop {
         let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let Some(&w) = group.get(k) else { break };
-        let coded = encode_chunk(j, program, w, len);
-        *slots[k].lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(coded);
+        let _ = slots[k].set(encode_chunk(j, program, w, len));
     };
     std::thread::scope(|s| {
         for _ in 1..threads.min(group.len()) {
@@ -433,13 +432,7 @@ fn encode_side_by_side(j: &Job, program: &Node, group: &[Work], len: u64, thread
         }
         take();
     });
-    slots
-        .into_iter()
-        .map(|m| {
-            let coded = m.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
-            coded.unwrap_or_else(|| Err(Error::invalid("a chunk was not coded")))
-        })
-        .collect()
+    slots.into_iter().map(|s| s.into_inner().unwrap_or_else(|| Err(Error::invalid("a chunk was not coded")))).collect()
 }
 
 /// The chunks of [`encode`] between the workers that code them and the one that writes them:

@@ -93,12 +93,10 @@ impl Dict {
         for (r, &(_, id)) in vals.iter().enumerate() {
             rank[id as usize] = r as u16;
         }
-        let ty = Ty::u(index_bits(vals.len()));
-        let idx = if ty.container_bytes() == 1 {
-            Stream { ty, data: Data::U8(first.iter().map(|&i| rank[i as usize] as u8).collect()) }
-        } else {
-            Stream { ty, data: Data::U16(first.iter().map(|&i| rank[i as usize]).collect()) }
-        };
+        for i in &mut first {
+            *i = rank[*i as usize];
+        }
+        let idx = Stream::from_u16(Ty::u(index_bits(vals.len())), first);
         Some((vals.into_iter().map(|(v, _)| v).collect(), idx))
     }
 
