@@ -45,8 +45,10 @@ struct Coded {
     sums: (usize, Vec<hash::BlockSum>),
     /// Where the tensor has other programs to price (`Chosen::others`): the chunk's (size, size +
     /// decode price) with its program and with each of them (`u64::MAX` where one does not
-    /// encode it).
+    /// encode it; zero for the alternatives on a chunk where they are not priced).
     costs: Option<Vec<(u64, u64)>>,
+    /// Whether the alternatives were priced on this chunk (`synth::priced`).
+    priced: bool,
 }
 
 /// Compresses `input` into `out` (from position 0) and returns the archive's length; `out` may
@@ -170,7 +172,7 @@ fn chunk_list(jobs: &[Job], opts: &Options) -> Vec<Work> {
 /// Codes one chunk with `program` (of an input of `len` bytes).
 fn encode_chunk(j: &Job, program: &Node, (_, s, e): Work, len: u64) -> Result<Coded> {
     if !program.reads_payload() {
-        return Ok(Coded { payload: Vec::new(), checksum: None, sums: (0, Vec::new()), costs: None });
+        return Ok(Coded { payload: Vec::new(), checksum: None, sums: (0, Vec::new()), costs: None, priced: false });
     }
     // Room for the chunk's own size: payloads seldom exceed it, so they are not regrown.
     let mut payload = Vec::with_capacity(e - s + 64);
@@ -184,7 +186,7 @@ fn encode_chunk(j: &Job, program: &Node, (_, s, e): Work, len: u64) -> Result<Co
             hash::piece_sums(b, at, len as usize, &mut sums);
             dsl::fused::encode_from(program, ty, b, &mut payload).map(|_| xxh3_64(b))
         })??;
-        return Ok(Coded { payload, checksum: Some(checksum), sums: (blocks.start, sums), costs: None });
+        return Ok(Coded { payload, checksum: Some(checksum), sums: (blocks.start, sums), costs: None, priced: false });
     }
     let (stream, checksum) = j.bytes.with_read(s, e, |b| {
         hash::piece_sums(b, at, len as usize, &mut sums);
@@ -195,26 +197,27 @@ fn encode_chunk(j: &Job, program: &Node, (_, s, e): Work, len: u64) -> Result<Co
         _ => None,
     };
     program.encode_at(&stream, &[], reference.as_ref(), (s / (j.word_bits / 8) as usize) as u64, &mut payload)?;
-    Ok(Coded { payload, checksum: Some(checksum), sums: (blocks.start, sums), costs: None })
+    Ok(Coded { payload, checksum: Some(checksum), sums: (blocks.start, sums), costs: None, priced: false })
 }
 
 /// [`encode_chunk`] with `c`'s program, and where it has others to price (`Chosen::others`),
-/// the chunk's costs with all of them (`Coded::costs`; decode priced at `decode_weight`, as
-/// `synth::choose_whole` prices it). The alternatives are priced by their estimates
-/// (`Node::estimated_len_at`, which never came out below the encoded size on the dev corpus,
-/// and at most a few bytes per leaf above it), sharing the estimates of the leaves they have in
-/// common; the cheaper level's program, which keeps the levels monotone, is encoded.
-fn encode_chunk_against(j: &Job, c: &Chosen, w: Work, len: u64, decode_weight: f64) -> Result<Coded> {
+/// the chunk's costs with them (`Coded::costs`; decode priced at `decode_weight`, as
+/// `synth::choose_whole` prices it): the cheaper level's program, which keeps the levels
+/// monotone, is encoded; the alternatives are priced where the chunk is one of those `priced`
+/// (`synth::priced`), by their estimates (`Node::estimated_len_at`, which never came out below
+/// the encoded size on the dev corpus, and at most a few bytes per leaf above it), sharing the
+/// estimates of the leaves they have in common.
+fn encode_chunk_against(j: &Job, c: &Chosen, w: Work, len: u64, decode_weight: f64, priced: bool) -> Result<Coded> {
     // The alternatives mostly share the program's first transforms and many of their leaves:
     // with a memo kept, the program's transforms are kept as it is encoded, and each shared
     // part is estimated once (`dsl::memo`).
-    match c.alternatives.is_empty() {
-        true => encode_and_price(j, c, w, len, decode_weight),
-        false => Node::with_estimates_kept(|| encode_and_price(j, c, w, len, decode_weight)),
+    match priced && !c.alternatives.is_empty() {
+        false => encode_and_price(j, c, w, len, decode_weight, priced),
+        true => Node::with_estimates_kept(|| encode_and_price(j, c, w, len, decode_weight, priced)),
     }
 }
 
-fn encode_and_price(j: &Job, c: &Chosen, w: Work, len: u64, decode_weight: f64) -> Result<Coded> {
+fn encode_and_price(j: &Job, c: &Chosen, w: Work, len: u64, decode_weight: f64, priced: bool) -> Result<Coded> {
     let mut coded = encode_chunk(j, &c.program, w, len)?;
     if c.others().is_empty() {
         return Ok(coded);
@@ -231,6 +234,10 @@ fn encode_and_price(j: &Job, c: &Chosen, w: Work, len: u64, decode_weight: f64) 
             _ => Ok::<_, Error>(None),
         };
         for p in &c.alternatives {
+            if !priced {
+                costs.push((0, 0));
+                continue;
+            }
             let price = synth::price_of(p, ty, elems, decode_weight) as u64;
             costs.push(match p.estimated_len_at(&x, &[], reference(p)?.as_ref(), offset) {
                 Ok(n) => (n as u64, n as u64 + price),
@@ -243,6 +250,7 @@ fn encode_and_price(j: &Job, c: &Chosen, w: Work, len: u64, decode_weight: f64) 
         Ok(())
     })??;
     coded.costs = Some(costs);
+    coded.priced = priced;
     Ok(coded)
 }
 
@@ -273,6 +281,7 @@ fn encode<W: Write + Seek + Send>(
         chunks: vec![Vec::new(); jobs.len()],
         tensor_start: vec![writer.offset(); jobs.len()],
         costs: chosen.iter().map(|c| vec![(0, 0); 1 + c.others().len()]).collect(),
+        own_priced: vec![(0, 0); jobs.len()],
         writer,
     });
     // Tensors sent to `raw` (a chunk their program could not code): chunks taken after that are
@@ -280,9 +289,14 @@ fn encode<W: Write + Seek + Send>(
     let to_raw: Vec<std::sync::atomic::AtomicBool> = jobs.iter().map(|_| Default::default()).collect();
     let raw = dsl::build::raw();
     let weight = opts.level.decode_weight();
+    let priced = |(i, s, _): Work| {
+        let j = &jobs[i];
+        let step = (chunk_elems(opts, j.word_bits) as usize * (j.word_bits / 8) as usize).max(1);
+        synth::priced(j.bytes.len().div_ceil(step), s / step)
+    };
     let code = |w: Work, as_raw: bool| match as_raw {
         true => encode_chunk(&jobs[w.0], &raw, w, len),
-        false => encode_chunk_against(&jobs[w.0], &chosen[w.0], w, len, weight),
+        false => encode_chunk_against(&jobs[w.0], &chosen[w.0], w, len, weight, priced(w)),
     };
     // Writes the chunks that are ready, from the next one to be written on.
     let write_ready = |out: &mut Output<W>| -> Result<()> {
@@ -298,7 +312,7 @@ fn encode<W: Write + Seek + Send>(
                 Ok(c) => {
                     out.put(jobs, &all, w, c)?;
                     if w.2 == jobs[i].bytes.len() && !now_raw {
-                        out.settle(jobs, &all, &chosen[i], &work[..=k], len)?;
+                        out.settle(jobs, &all, &chosen[i], &work[..=k], len, weight)?;
                     }
                 }
                 // A chunk that the program chosen on a sample cannot code sends its whole
@@ -367,41 +381,93 @@ struct Output<'a, 'w, W: Write + Seek> {
     tensor_start: Vec<u64>,
     /// Each tensor's costs so far with its program and the others it prices (`Coded::costs`).
     costs: Vec<Vec<(u64, u64)>>,
+    /// Each tensor's costs so far with its program on the chunks where the alternatives are
+    /// priced (`Coded::priced`).
+    own_priced: Vec<(u64, u64)>,
 }
 
 impl<W: Write + Seek> Output<'_, '_, W> {
     /// At the last chunk of tensor `i` (`c`: what was chosen for it; `work`: the chunks up to this
-    /// one): where `synth::decide` keeps another of the programs it priced over the tensor, the
-    /// tensor is written again with that one.
-    fn settle(&mut self, jobs: &[Job], all: &source::Bytes, c: &Chosen, work: &[Work], len: u64) -> Result<()> {
-        let others = c.others();
-        if others.is_empty() {
+    /// one), the decisions of `synth::choose_whole` from the costs priced while coding it: where
+    /// an alternative costs less than the program on the priced chunks, the tensor is written
+    /// again with it (with the program once more where it does not code a chunk); then, where
+    /// the cheaper level's program costs less than the one written (`synth::decide`), with that.
+    fn settle(
+        &mut self,
+        jobs: &[Job],
+        all: &source::Bytes,
+        c: &Chosen,
+        work: &[Work],
+        len: u64,
+        weight: f64,
+    ) -> Result<()> {
+        if c.others().is_empty() {
             return Ok(());
         }
         let i = work.last().map_or(0, |w| w.0);
-        let programs: Vec<&Node> = std::iter::once(&c.program).chain(others).collect();
-        let k = synth::decide(&self.costs[i], |k| programs[k].to_bytes().len() as u64, c.cheaper.is_some());
-        if k > 0 {
-            let p = programs[k];
-            self.programs[i] = p.clone();
-            self.writer.rewind_to(self.tensor_start[i])?;
-            self.chunks[i].clear();
-            // The writer waits for this tensor, and the other workers soon wait for the writer:
-            // its chunks are coded again side by side, a few per thread at a time.
-            let again: Vec<Work> = work.iter().filter(|x| x.0 == i).copied().collect();
-            let threads = rayon::current_num_threads().max(1);
-            for group in again.chunks(4 * threads) {
-                for (&x, c) in group.iter().zip(encode_side_by_side(&jobs[i], p, group, len, threads)) {
-                    self.put(jobs, all, x, c?)?;
-                }
+        let (costs, alts) = (self.costs[i].clone(), c.alternatives.len());
+        let mut priced = vec![self.own_priced[i]];
+        priced.extend_from_slice(&costs[1..=alts]);
+        let wire = |p: &Node| p.to_bytes().len() as u64;
+        let best =
+            synth::decide(&priced, |k| wire(std::iter::once(&c.program).chain(&c.alternatives).nth(k).unwrap()), false);
+        let (mut program, mut cost) = (&c.program, costs[0]);
+        if best > 0 {
+            let alt = &c.alternatives[best - 1];
+            match self.rewrite(jobs, all, i, alt, work, len, weight) {
+                Ok(x) => (program, cost) = (alt, x),
+                Err(Error::Invalid(_)) => _ = self.rewrite(jobs, all, i, &c.program, work, len, weight)?,
+                Err(e) => return Err(e),
             }
         }
+        if let Some(cheaper) = &c.cheaper {
+            if synth::decide(&[cost, costs[alts + 1]], |_| wire(program), true) == 1 {
+                self.rewrite(jobs, all, i, cheaper, work, len, weight)?;
+                program = cheaper;
+            }
+        }
+        self.programs[i] = program.clone();
         Ok(())
+    }
+
+    /// Writes tensor `i` (its chunks among `work`) again with `p`; returns its (size, size +
+    /// decode price at `weight`). The writer waits for this tensor, and the other workers soon
+    /// wait for the writer: its chunks are coded again side by side, a few per thread at a time.
+    #[allow(clippy::too_many_arguments)]
+    fn rewrite(
+        &mut self,
+        jobs: &[Job],
+        all: &source::Bytes,
+        i: usize,
+        p: &Node,
+        work: &[Work],
+        len: u64,
+        weight: f64,
+    ) -> Result<(u64, u64)> {
+        self.writer.rewind_to(self.tensor_start[i])?;
+        self.chunks[i].clear();
+        let again: Vec<Work> = work.iter().filter(|x| x.0 == i).copied().collect();
+        let threads = rayon::current_num_threads().max(1);
+        let ty = dsl::Ty::u(jobs[i].word_bits);
+        let mut cost = (0u64, 0u64);
+        for group in again.chunks(4 * threads) {
+            for (&x, c) in group.iter().zip(encode_side_by_side(&jobs[i], p, group, len, threads)) {
+                let c = c?;
+                let (n, elems) = (c.payload.len() as u64, (x.2 - x.1) / ty.container_bytes());
+                cost = (cost.0 + n, cost.1 + n + synth::price_of(p, ty, elems, weight) as u64);
+                self.put(jobs, all, x, c)?;
+            }
+        }
+        Ok(cost)
     }
 
     /// Writes chunk `w`'s payload, folds its block sums and adds its costs to its tensor's.
     fn put(&mut self, jobs: &[Job], all: &source::Bytes, w: Work, c: Coded) -> Result<()> {
         if let Some(costs) = c.costs {
+            if c.priced {
+                let o = &mut self.own_priced[w.0];
+                *o = (o.0.saturating_add(costs[0].0), o.1.saturating_add(costs[0].1));
+            }
             let t = &mut self.costs[w.0];
             for (t, c) in t.iter_mut().zip(costs) {
                 *t = (t.0.saturating_add(c.0), t.1.saturating_add(c.1));
@@ -666,26 +732,32 @@ mod tests {
     /// A tensor's other program (the cheaper level's, or an alternative of the level's checks)
     /// replaces its program where it costs less over the whole tensor, as `synth::choose_whole`
     /// decides, whichever comes first: the tensor is written again with it, and the archive
-    /// decodes. One that does not code a chunk never wins.
+    /// decodes. One that does not code a chunk never wins, also where that chunk is not one of
+    /// those the alternatives are priced on (`synth::priced`: chunk 5 of 12).
     #[test]
     fn the_alternative_that_costs_less_over_the_tensor_is_kept() {
-        let (chunks, per) = (6, 5000);
-        let input = file(chunks, per, usize::MAX);
+        let per = 5000;
         let opts = Options { chunk_bytes: 2 * per, ..Default::default() };
-        let src = Source::Memory(&input);
         let none = plan::Derived::default();
-        let jobs = plan::plan(src, None, &none, opts.memory_limit).unwrap();
         let (raw, lanes) = (dsl::build::raw(), dsl::build::lanes());
-        // Too many distinct words for `lanes` in tensor `a`: it cannot be kept there.
-        let wide = file(chunks, per, 2);
-        let wide_jobs = plan::plan(Source::Memory(&wide), None, &none, opts.memory_limit).unwrap();
+        // Too many distinct words for `lanes` in tensor `a` of the second and the fourth: it
+        // cannot be kept there.
+        assert!(!synth::priced(12, 5));
+        let inputs = [file(6, per, usize::MAX), file(6, per, 2), file(12, per, usize::MAX), file(12, per, 5)];
+        let plans: Vec<Vec<Job>> =
+            inputs.iter().map(|f| plan::plan(Source::Memory(f), None, &none, opts.memory_limit).unwrap()).collect();
+        let [(input, jobs), (wide, wide_jobs), (long, long_jobs), (long_wide, long_wide_jobs)] =
+            [0, 1, 2, 3].map(|k| (&inputs[k], &plans[k]));
         let none: Option<&Node> = None;
         for (input, jobs, program, alternative, cheaper, kept) in [
-            (&input, &jobs, &raw, none, Some(&lanes), &lanes),
-            (&input, &jobs, &lanes, none, Some(&raw), &lanes),
-            (&wide, &wide_jobs, &raw, none, Some(&lanes), &raw),
-            (&input, &jobs, &raw, Some(&lanes), None, &lanes),
-            (&input, &jobs, &raw, Some(&lanes), Some(&raw), &lanes),
+            (input, jobs, &raw, none, Some(&lanes), &lanes),
+            (input, jobs, &lanes, none, Some(&raw), &lanes),
+            (wide, wide_jobs, &raw, none, Some(&lanes), &raw),
+            (input, jobs, &raw, Some(&lanes), None, &lanes),
+            (input, jobs, &raw, Some(&lanes), Some(&raw), &lanes),
+            (long, long_jobs, &raw, Some(&lanes), Some(&raw), &lanes),
+            (long_wide, long_wide_jobs, &raw, Some(&lanes), None, &raw),
+            (long_wide, long_wide_jobs, &raw, Some(&lanes), Some(&raw), &raw),
         ] {
             let src = Source::Memory(input);
             let chosen: Vec<Chosen> = jobs

@@ -21,7 +21,7 @@ mod twins;
 
 pub use confirm::choose_whole;
 use confirm::{alternatives, Confirm};
-pub(crate) use confirm::{decide, encoded_cost};
+pub(crate) use confirm::{decide, encoded_cost, priced};
 pub use prior::Prior;
 
 use crate::dsl::build::*;
