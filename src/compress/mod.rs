@@ -60,6 +60,18 @@ pub(crate) fn compress_source<W: Write + Seek + Send>(
     refs: Option<&Reference>,
     out: &mut W,
 ) -> Result<u64> {
+    // The search sizes a small tensor's finalists on the tensor itself, then the encoder codes
+    // it with one of them: their zstd frames are kept for it (`coder::with_zstd_memo`).
+    crate::coder::with_zstd_memo(|| compress_with(input, opts, forced, refs, out))
+}
+
+fn compress_with<W: Write + Seek + Send>(
+    input: Source,
+    opts: &Options,
+    forced: Option<ProgramOverride>,
+    refs: Option<&Reference>,
+    out: &mut W,
+) -> Result<u64> {
     // The wall time of each phase goes to the statistics, when asked for (synth::PHASES).
     let mut clock = std::time::Instant::now();
     let mut lap = |phase: usize| {
