@@ -57,11 +57,16 @@ impl Level {
     /// tensor smaller than the screen gets a share of the budget in proportion (at least an
     /// eighth): the small tensors of a checkpoint (biases, norms) hold a few bytes in a
     /// thousand of it, and searching them as long as the large ones took most of the search.
+    /// At `max`, half as much again: the dev corpus came out 34 KB smaller (75.2820% ->
+    /// 75.2753%) and the GGUF files 14 KB smaller, in the same time. (Twice as much made the GGUF
+    /// files 7 KB larger: a larger budget is not a better choice on every tensor, as the finalists
+    /// are ranked on the sample.)
     pub(crate) fn budget(self, budget: usize, elems: usize) -> usize {
         let screen = self.screen_elems();
         match self {
             Level::Fast if elems < screen => (budget * elems / screen).max(budget / 8).max(1),
-            _ => budget,
+            Level::Max => budget.saturating_add(budget / 2),
+            Level::Default | Level::Fast => budget,
         }
     }
 
@@ -177,15 +182,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_fast_shares_the_budget_out_by_tensor_size() {
+    fn only_fast_shares_the_budget_out_by_tensor_size_and_max_adds_half() {
         let screen = Level::Fast.screen_elems();
         assert_eq!(Level::Fast.budget(64, screen), 64);
         assert_eq!(Level::Fast.budget(64, 10 * screen), 64);
         assert_eq!(Level::Fast.budget(64, screen / 2), 32);
         assert_eq!(Level::Fast.budget(64, 10), 8);
         assert_eq!(Level::Fast.budget(1, 10), 1);
-        for l in [Level::Default, Level::Max] {
-            assert_eq!(l.budget(64, 10), 64);
-        }
+        assert_eq!(Level::Default.budget(64, 10), 64);
+        assert_eq!(Level::Max.budget(64, 10), 96);
     }
 }

@@ -31,7 +31,8 @@ pub struct Options {
     /// Elements of each tensor's sample on which candidate programs are compared, at the
     /// default level (`fast` uses at most 32K of them, `max` twice as many; [`Level`]).
     pub sample_elems: usize,
-    /// Search budget: productions evaluated per tensor (docs/SYNTHESIS.md).
+    /// Search budget: productions evaluated per tensor (docs/SYNTHESIS.md; `Level::Max` takes 1.5
+    /// times as many).
     pub budget: usize,
     /// Deepest program the search builds (levels of transforms).
     pub depth: usize,

@@ -273,7 +273,7 @@ struct SearchArgs {
     /// that are much slower for little gain; max: the smallest programs (docs/PERFORMANCE.md).
     #[arg(long, value_name = "fast|default|max", default_value = "default", value_parser = parse_level)]
     level: brevis::Level,
-    /// Productions evaluated per tensor by the search.
+    /// Productions evaluated per tensor by the search (1.5 times as many at --level max).
     #[arg(long, default_value_t = brevis::Options::default().budget)]
     budget: usize,
     /// Deepest program the search builds (levels of transforms).
