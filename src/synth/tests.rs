@@ -469,3 +469,17 @@ fn the_search_codes_against_the_lag() {
     let p = choose(&t, &SearchOptions::new(rows * ch)).unwrap().program.to_string();
     assert!(p.contains(&format!("back {}", 3 * ch)), "{p}");
 }
+
+/// The LZ probe runs on streams of at least `LZ_PROBE_MIN` bytes: a repeated pattern is seen
+/// there, and a shorter stream's LZ estimate is its raw size.
+#[test]
+fn the_lz_probe_skips_short_streams() {
+    let pattern = |bytes: usize| {
+        let b: Vec<u8> = (0..bytes).map(|i| [3u8, 141, 59, 26, 5, 35, 89, 79][i % 8]).collect();
+        grammar::estimate(&Stream::from_le_bytes(Ty::u(16), &b).unwrap(), 5)
+    };
+    let short = pattern(grammar::LZ_PROBE_MIN - 2);
+    assert_eq!(short.lz.to_bits(), short.raw.to_bits());
+    let long = pattern(4 * grammar::LZ_PROBE_MIN);
+    assert!(long.lz < long.raw / 4.0, "{} of {}", long.lz, long.raw);
+}
