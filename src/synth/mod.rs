@@ -324,7 +324,30 @@ pub fn kind(t: &TensorView, min_elems: usize) -> Option<String> {
         return None;
     }
     let f = features_of(t);
-    Some(format!("{}|{:?}|{}|{:?}", f.dtype, t.shape, t.word_bits, f.role))
+    Some(format!("{}|{:?}|{}|{:?}|{}", f.dtype, t.shape, t.word_bits, f.role, top_bits(t, n)))
+}
+
+/// For a tensor under [`REUSE_MIN_ELEMS`] elements (read whole), whether the top bit of its
+/// words (a float's sign) is always 0, always 1 or both: a norm's scales are positive and its
+/// shifts are not, and their best programs differ in that field (`const` or not), so they are
+/// not of one kind. Empty for a larger tensor or one that cannot be read.
+fn top_bits(t: &TensorView, n: usize) -> &'static str {
+    let wb = (t.word_bits / 8) as usize;
+    if n >= REUSE_MIN_ELEMS || wb == 0 {
+        return "";
+    }
+    let Ok(bytes) = t.bytes.read_all() else { return "" };
+    let (mut zero, mut one) = (false, false);
+    for w in bytes.chunks_exact(wb) {
+        let top = w[wb - 1] >> 7;
+        zero |= top == 0;
+        one |= top == 1;
+    }
+    match (zero, one) {
+        (true, false) => "+",
+        (false, true) => "-",
+        _ => "+-",
+    }
 }
 
 /// Picks the program for a tensor among `candidates` (the finalists and twins of a tensor of

@@ -483,3 +483,33 @@ fn the_lz_probe_skips_short_streams() {
     let long = pattern(4 * grammar::LZ_PROBE_MIN);
     assert!(long.lz < long.raw / 4.0, "{} of {}", long.lz, long.raw);
 }
+
+/// Small tensors of one dtype, shape and role are of one kind only where the top bits of their
+/// words agree (always 0, always 1, or both): a norm's positive scales and its shifts are not.
+/// A large tensor's kind does not read its words.
+#[test]
+fn a_small_tensors_kind_holds_its_sign() {
+    let (dt, shape) = (DType::F32, [384u64]);
+    let words = |f: &dyn Fn(usize) -> f32| -> Vec<u8> { (0..384).flat_map(|i| f(i).to_le_bytes()).collect() };
+    let (pos, neg) = (words(&|i| 1.0 + i as f32 / 512.0), words(&|i| -1.0 - i as f32 / 256.0));
+    let (mixed, pos2) = (words(&|i| (i as f32 - 190.5) / 64.0), words(&|i| 0.5 + i as f32 / 300.0));
+    let view = |name: &'static str, b: &Vec<u8>| -> Option<String> {
+        let t = TensorView { name, dtype: &dt, shape: &shape, word_bits: 32, bytes: b.into(), reference: None };
+        kind(&t, 1)
+    };
+    let k = |b: &Vec<u8>| view("blk.0.ffn_norm.weight", b).unwrap();
+    assert_eq!(k(&pos), k(&pos2));
+    assert_ne!(k(&pos), k(&mixed));
+    assert_ne!(k(&pos), k(&neg));
+    assert_ne!(k(&neg), k(&mixed));
+    assert_eq!(view("blk.1.ffn_norm.bias", &mixed), Some(k(&mixed)), "the same role");
+    let big_shape = [REUSE_MIN_ELEMS as u64];
+    let big = |v: f32| -> Vec<u8> { (0..REUSE_MIN_ELEMS).flat_map(|_| v.to_le_bytes()).collect() };
+    let (a, b) = (big(1.0), big(-1.0));
+    let big_kind = |b: &Vec<u8>| {
+        let t =
+            TensorView { name: "w", dtype: &dt, shape: &big_shape, word_bits: 32, bytes: b.into(), reference: None };
+        kind(&t, 1)
+    };
+    assert_eq!(big_kind(&a), big_kind(&b));
+}
