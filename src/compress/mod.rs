@@ -294,6 +294,8 @@ fn encode<W: Write + Seek + Send>(
         tensor_start: vec![writer.offset(); jobs.len()],
         costs: chosen.iter().map(|c| vec![(0, 0); 1 + c.others().len()]).collect(),
         own_priced: vec![(0, 0); jobs.len()],
+        len,
+        weight: opts.level.decode_weight(),
         writer,
     });
     // Tensors sent to `raw` (a chunk their program could not code): chunks taken after that are
@@ -324,7 +326,7 @@ fn encode<W: Write + Seek + Send>(
                 Ok(c) => {
                     out.put(jobs, &all, w, c)?;
                     if w.2 == jobs[i].bytes.len() && !now_raw {
-                        out.settle(jobs, &all, &chosen[i], &work[..=k], len, weight)?;
+                        out.settle(jobs, &all, &chosen[i], &work[..=k])?;
                     }
                 }
                 // A chunk that the program chosen on a sample cannot code sends its whole
@@ -396,6 +398,10 @@ struct Output<'a, 'w, W: Write + Seek> {
     /// Each tensor's costs so far with its program on the chunks where the alternatives are
     /// priced (`Coded::priced`).
     own_priced: Vec<(u64, u64)>,
+    /// The input's length.
+    len: u64,
+    /// Bytes charged per nanosecond of decode time per element (`Level::decode_weight`).
+    weight: f64,
 }
 
 impl<W: Write + Seek> Output<'_, '_, W> {
@@ -404,37 +410,28 @@ impl<W: Write + Seek> Output<'_, '_, W> {
     /// an alternative costs less than the program on the priced chunks, the tensor is written
     /// again with it (with the program once more where it does not code a chunk); then, where
     /// the cheaper level's program costs less than the one written (`synth::decide`), with that.
-    fn settle(
-        &mut self,
-        jobs: &[Job],
-        all: &source::Bytes,
-        c: &Chosen,
-        work: &[Work],
-        len: u64,
-        weight: f64,
-    ) -> Result<()> {
+    fn settle(&mut self, jobs: &[Job], all: &source::Bytes, c: &Chosen, work: &[Work]) -> Result<()> {
         if c.others().is_empty() {
             return Ok(());
         }
         let i = work.last().map_or(0, |w| w.0);
         let (costs, alts) = (self.costs[i].clone(), c.alternatives.len());
+        let mine: Vec<&Node> = std::iter::once(&c.program).chain(&c.alternatives).collect();
         let mut priced = vec![self.own_priced[i]];
         priced.extend_from_slice(&costs[1..=alts]);
         let wire = |p: &Node| p.to_bytes().len() as u64;
-        let best =
-            synth::decide(&priced, |k| wire(std::iter::once(&c.program).chain(&c.alternatives).nth(k).unwrap()), false);
+        let best = synth::decide(&priced, |k| wire(mine[k]), false);
         let (mut program, mut cost) = (&c.program, costs[0]);
         if best > 0 {
-            let alt = &c.alternatives[best - 1];
-            match self.rewrite(jobs, all, i, alt, work, len, weight) {
-                Ok(x) => (program, cost) = (alt, x),
-                Err(Error::Invalid(_)) => _ = self.rewrite(jobs, all, i, &c.program, work, len, weight)?,
+            match self.rewrite(jobs, all, i, mine[best], work) {
+                Ok(x) => (program, cost) = (mine[best], x),
+                Err(Error::Invalid(_)) => _ = self.rewrite(jobs, all, i, &c.program, work)?,
                 Err(e) => return Err(e),
             }
         }
         if let Some(cheaper) = &c.cheaper {
             if synth::decide(&[cost, costs[alts + 1]], |_| wire(program), true) == 1 {
-                self.rewrite(jobs, all, i, cheaper, work, len, weight)?;
+                self.rewrite(jobs, all, i, cheaper, work)?;
                 program = cheaper;
             }
         }
@@ -443,19 +440,9 @@ impl<W: Write + Seek> Output<'_, '_, W> {
     }
 
     /// Writes tensor `i` (its chunks among `work`) again with `p`; returns its (size, size +
-    /// decode price at `weight`). The writer waits for this tensor, and the other workers soon
-    /// wait for the writer: its chunks are coded again side by side, a few per thread at a time.
-    #[allow(clippy::too_many_arguments)]
-    fn rewrite(
-        &mut self,
-        jobs: &[Job],
-        all: &source::Bytes,
-        i: usize,
-        p: &Node,
-        work: &[Work],
-        len: u64,
-        weight: f64,
-    ) -> Result<(u64, u64)> {
+    /// decode price). The writer waits for this tensor, and the other workers soon wait for the
+    /// writer: its chunks are coded again side by side, a few per thread at a time.
+    fn rewrite(&mut self, jobs: &[Job], all: &source::Bytes, i: usize, p: &Node, work: &[Work]) -> Result<(u64, u64)> {
         self.writer.rewind_to(self.tensor_start[i])?;
         self.chunks[i].clear();
         let again: Vec<Work> = work.iter().filter(|x| x.0 == i).copied().collect();
@@ -463,10 +450,10 @@ impl<W: Write + Seek> Output<'_, '_, W> {
         let ty = dsl::Ty::u(jobs[i].word_bits);
         let mut cost = (0u64, 0u64);
         for group in again.chunks(4 * threads) {
-            for (&x, c) in group.iter().zip(encode_side_by_side(&jobs[i], p, group, len, threads)) {
+            for (&x, c) in group.iter().zip(encode_side_by_side(&jobs[i], p, group, self.len, threads)) {
                 let c = c?;
                 let (n, elems) = (c.payload.len() as u64, (x.2 - x.1) / ty.container_bytes());
-                cost = (cost.0 + n, cost.1 + n + synth::price_of(p, ty, elems, weight) as u64);
+                cost = (cost.0 + n, cost.1 + n + synth::price_of(p, ty, elems, self.weight) as u64);
                 self.put(jobs, all, x, c)?;
             }
         }
