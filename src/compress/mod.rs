@@ -170,7 +170,7 @@ pub(crate) fn learn_prior(input: &[u8], opts: &Options) -> Result<synth::Prior> 
 fn chunk_list(jobs: &[Job], opts: &Options) -> Vec<Work> {
     let mut work = Vec::new();
     for (i, j) in jobs.iter().enumerate() {
-        let step = chunk_elems(opts, j.word_bits) as usize * (j.word_bits / 8) as usize;
+        let step = chunk_step(opts, j.word_bits);
         let mut s = 0;
         while s < j.bytes.len() {
             let e = (s + step).min(j.bytes.len());
@@ -179,6 +179,11 @@ fn chunk_list(jobs: &[Job], opts: &Options) -> Vec<Work> {
         }
     }
     work
+}
+
+/// Bytes per chunk of a tensor of `word_bits`-bit words.
+fn chunk_step(opts: &Options, word_bits: u32) -> usize {
+    chunk_elems(opts, word_bits) as usize * (word_bits / 8) as usize
 }
 
 /// Codes one chunk with `program` (of an input of `len` bytes).
@@ -287,6 +292,7 @@ fn encode<W: Write + Seek + Send>(
     let threads = rayon::current_num_threads();
     let batch = work::batch(opts.chunk_bytes as u64, opts.memory_limit / (per + 1) * per, threads);
     let pipe = Pipe::new(2 * batch);
+    let weight = opts.level.decode_weight();
     let out = std::sync::Mutex::new(Output {
         folder: hash::Folder::new(len as usize),
         programs: chosen.iter().map(|c| c.program.clone()).collect(),
@@ -295,17 +301,15 @@ fn encode<W: Write + Seek + Send>(
         costs: chosen.iter().map(|c| vec![(0, 0); 1 + c.others().len()]).collect(),
         own_priced: vec![(0, 0); jobs.len()],
         len,
-        weight: opts.level.decode_weight(),
+        weight,
         writer,
     });
     // Tensors sent to `raw` (a chunk their program could not code): chunks taken after that are
     // coded as `raw`, and those coded before with the old program are coded again.
     let to_raw: Vec<std::sync::atomic::AtomicBool> = jobs.iter().map(|_| Default::default()).collect();
     let raw = dsl::build::raw();
-    let weight = opts.level.decode_weight();
     let priced = |(i, s, _): Work| {
-        let j = &jobs[i];
-        let step = (chunk_elems(opts, j.word_bits) as usize * (j.word_bits / 8) as usize).max(1);
+        let (j, step) = (&jobs[i], chunk_step(opts, jobs[i].word_bits).max(1));
         synth::priced(j.bytes.len().div_ceil(step), s / step)
     };
     let code = |w: Work, as_raw: bool| match as_raw {
