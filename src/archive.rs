@@ -184,6 +184,14 @@ impl<'a> Archive<'a> {
     /// [`Archive::set_reference`] of a reference already loaded.
     pub(crate) fn set_loaded_reference(&mut self, r: Reference<'a>) -> Result<()> {
         r.check(&self.index)?;
+        if let Some(k) = self.index.residue_prefix_len() {
+            if k > self.memory_limit {
+                return Err(Error::Limit(format!("a reference header of {k} bytes, above the memory limit")));
+            }
+            // Within the reference, which `check` found to be the one the archive names.
+            let prefix = r.source().read(0, k.min(r.source().len()) as usize)?;
+            self.index.resolve_residue(&prefix)?;
+        }
         self.reference = Some(r);
         Ok(())
     }

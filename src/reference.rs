@@ -86,6 +86,11 @@ impl<'a> Reference<'a> {
         Ok(*self.identity.get_or_init(|| id))
     }
 
+    /// Where its first tensor starts: the length of its header (None without tensors).
+    pub fn header_len(&self) -> Option<u64> {
+        self.by_name.values().map(|s| s.start).min()
+    }
+
     /// The bytes of reference tensor `name`.
     pub fn tensor(&self, name: &str) -> Option<(&TensorSpan, Bytes<'_>)> {
         self.by_name.get(name).map(|s| (s, self.bytes_of(s)))

@@ -768,3 +768,54 @@ fn short_and_long_chunk_checksums() {
         assert!(brevis::decompress_with(&forged, &one_thread(false)).is_err(), "tensor {t}, bit {bit}");
     }
 }
+
+/// A header coded against the reference (residue model 3) that is forged: its frame damaged,
+/// its lengths changed, or the reference it needs unnamed. Always a clear error, never other
+/// bytes or a panic, also under random edits of the index.
+#[test]
+fn forged_header_deltas_are_errors() {
+    let (master, variant) = support::gguf::header_pair();
+    let archive = brevis::compress_with_ref(&variant, &master, &Options::default()).unwrap();
+    let d = DecodeOptions::default().with_threads(1);
+    let with_ref = |a: &[u8]| match catch_unwind(AssertUnwindSafe(|| brevis::decompress_with_ref(a, &master, &d))) {
+        Err(_) => Outcome::Panic,
+        Ok(Err(_)) => Outcome::Err,
+        Ok(Ok(v)) if v == variant => Outcome::Original,
+        Ok(Ok(_)) => Outcome::Other,
+    };
+    assert_eq!(with_ref(&forge(&archive, |_, _| {})), Outcome::Original);
+    let frame_len =
+        brevis::internals::index(&Archive::open(&archive).unwrap()).residue_delta.as_ref().unwrap().frame.len();
+    for i in (0..frame_len).step_by(frame_len / 40 + 1) {
+        let forged = forge(&archive, |ix, _| ix.residue_delta.as_mut().unwrap().frame[i] ^= 1 << (i % 8));
+        assert_eq!(with_ref(&forged), Outcome::Err, "frame byte {i}");
+    }
+    for (what, edit) in [
+        ("prefix one byte longer", (0, 1)),
+        ("prefix one byte shorter", (0, -1)),
+        ("prefix of the whole reference", (1, 0)),
+    ] {
+        let forged = forge(&archive, |ix, _| {
+            let delta = ix.residue_delta.as_mut().unwrap();
+            delta.prefix_len =
+                if edit.0 == 1 { master.len() as u64 } else { delta.prefix_len.wrapping_add_signed(edit.1) };
+        });
+        assert_eq!(with_ref(&forged), Outcome::Err, "{what}");
+    }
+    // A residue length that does not add up, or a delta without the reference it needs, does
+    // not open.
+    assert!(Archive::open(&forge(&archive, |ix, _| ix.residue_delta.as_mut().unwrap().len += 1)).is_err());
+    assert!(Archive::open(&forge(&archive, |ix, _| ix.reference = None)).is_err());
+    let meta = meta_of(&archive);
+    let bad = sweep(600, |round| {
+        let mut rng = Rng(round as u64 + 77);
+        let mut m = meta.clone();
+        let i = rng.below(m.len() as u64) as usize;
+        m[i] ^= 1 << rng.below(8);
+        match with_ref(&with_meta(&archive, &m)) {
+            Outcome::Err | Outcome::Original => None,
+            o => Some(format!("byte {i}: {o:?}")),
+        }
+    });
+    assert!(bad.is_empty(), "{} failures, e.g. {:?}", bad.len(), &bad[..bad.len().min(8)]);
+}

@@ -562,8 +562,14 @@ fn write_golden() {
             halves_programs[i].clone()
         })
         .unwrap();
+    // Version 15: a GGUF variant's header coded against its master's (residue model 3).
+    let (hmaster_in, header_in) = support::gguf::header_pair();
+    let hmaster = brevis::compress(&hmaster_in, &brevis::Options::default()).unwrap();
+    let header = brevis::compress_with_ref(&header_in, &hmaster_in, &opts).unwrap();
     let mut manifest = String::new();
     for (name, archive, original, refname) in [
+        ("hmaster", &hmaster, &hmaster_in, ""),
+        ("header", &header, &header_in, " hmaster.brv"),
         ("halves", &halves, &halves_in, ""),
         ("pop", &pop, &pop_in, ""),
         ("palette", &palette, &palette_in, ""),
@@ -672,6 +678,18 @@ fn golden_archive(v: u16, name: &str, original: &[u8]) -> Vec<u8> {
     let manifest = std::fs::read_to_string(dir.join("MANIFEST")).unwrap();
     assert!(manifest.contains(&sha256_hex(original)), "the generator no longer makes the v{v} golden input of {name}");
     std::fs::read(dir.join(name)).unwrap()
+}
+
+/// Version 15's golden `header.brv` holds a GGUF header coded against its master's, and its
+/// input is still what the generator makes.
+#[test]
+fn golden_v15_archive_covers_a_header_against_the_reference() {
+    let (master, variant) = support::gguf::header_pair();
+    let archive = golden_archive(15, "header.brv", &variant);
+    let a = brevis::Archive::open(&archive).unwrap();
+    assert!(brevis::internals::index(&a).residue_delta.is_some(), "the header is not coded against the master");
+    let master_archive = golden_archive(15, "hmaster.brv", &master);
+    assert_eq!(brevis::decompress_with_ref(&archive, &master_archive, &Default::default()).unwrap(), variant);
 }
 
 /// Version 3's golden archive holds the lanes leaf in every context and the original's mode and

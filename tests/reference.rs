@@ -132,3 +132,54 @@ fn real_training_pairs() {
         assert!(brevis::decompress_with_ref(&a, &b, &Default::default()).unwrap() == n);
     }
 }
+
+#[test]
+fn a_variant_header_is_coded_against_its_master_header() {
+    let (master, variant) = support::gguf::header_pair();
+    let opts = brevis::Options::default();
+    let archive = brevis::compress_with_ref(&variant, &master, &opts).unwrap();
+    let alone = brevis::compress(&variant, &opts).unwrap();
+    let meta = |archive: &[u8]| {
+        let a = brevis::Archive::open(archive).unwrap();
+        archive.len() as u64 - (0..a.len()).map(|i| a.info(i).unwrap().compressed_bytes).sum::<u64>()
+    };
+    let (with, without) = (meta(&archive), meta(&alone));
+    assert!(with * 20 < without && with < 1500, "header and index: {with} bytes against the master, {without} alone");
+    let mut a = brevis::Archive::open(&archive).unwrap();
+    assert!(brevis::internals::index(&a).residue_delta.is_some());
+    // Without the master: the tensors' table reads, the header and the bytes wait for it.
+    assert_eq!(a.info(0).unwrap().name, "a.weight");
+    let e = a.gguf().unwrap_err().to_string();
+    assert!(e.contains("reference"), "{e}");
+    let e = brevis::decompress(&archive).unwrap_err().to_string();
+    assert!(e.contains("reference"), "{e}");
+    // With it (or its archive): the whole file, the GGUF view and any byte range.
+    let d = Default::default();
+    assert_eq!(brevis::decompress_with_ref(&archive, &master, &d).unwrap(), variant);
+    let master_archive = brevis::compress(&master, &opts).unwrap();
+    assert_eq!(brevis::decompress_with_ref(&archive, &master_archive, &d).unwrap(), variant);
+    a.set_reference(&master).unwrap();
+    let view = a.gguf().unwrap().unwrap();
+    assert_eq!(view.header[..], variant[..view.header.len()]);
+    let mut head = vec![0u8; 5000];
+    a.read_at(100, &mut head).unwrap();
+    assert_eq!(head[..], variant[100..5100]);
+    // A master whose header differs (same tensors) is another file: refused by its identity.
+    let mut other = master.clone();
+    other[200] ^= 1;
+    let e = brevis::decompress_with_ref(&archive, &other, &d).unwrap_err().to_string();
+    assert!(e.contains("wrong reference"), "{e}");
+}
+
+#[test]
+fn a_header_is_not_coded_against_a_reference_the_tensors_do_not_use() {
+    let (master, mut variant) = support::gguf::header_pair();
+    // Every tensor byte changed: nothing reads the master, so the archive must not need it.
+    let start = variant.len() - (64 * 64 * 4 + 64 * 32 * 2);
+    let mut rng = Rng(6);
+    for b in &mut variant[start..] {
+        *b = rng.below(16) as u8;
+    }
+    let archive = brevis::compress_with_ref(&variant, &master, &brevis::Options::default()).unwrap();
+    assert_eq!(brevis::decompress(&archive).unwrap(), variant);
+}

@@ -109,6 +109,11 @@ impl Archive<'_> {
     /// before `end` (decoded whole, then cut).
     fn original_prefix(&self, end: u64) -> Result<Vec<u8>> {
         let idx = &self.index;
+        if idx.residue_delta.is_some() {
+            return Err(
+                crate::reference::missing(idx).unwrap_or_else(|| Error::corrupt("a residue without its reference"))
+            );
+        }
         let end = end.min(idx.original_size) as usize;
         let mut out = Vec::with_capacity(end);
         let push = |out: &mut Vec<u8>, bytes: &[u8]| {

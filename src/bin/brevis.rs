@@ -252,6 +252,10 @@ struct InspectArgs {
     /// Timed decodes of each tensor with --time (the fastest is kept).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     runs: u32,
+    /// The reference the archive was made against (safetensors, GGUF or .brv): needed to show
+    /// a GGUF header coded against it, and to time tensors that read it.
+    #[arg(long = "ref", value_name = "BASE")]
+    reference: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -407,7 +411,9 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
         Cmd::Bench(args) if args.search => bench_search(args),
         Cmd::Bench(args) => bench_speed(args),
         Cmd::Inspect(args) => {
-            print_programs(&args.archive, &open(&args.archive)?, args.time.then_some(args.runs))?;
+            let reference = args.reference.as_deref().map(open).transpose()?;
+            let file = open(&args.archive)?;
+            print_programs(&args.archive, &file, args.time.then_some(args.runs), reference.as_ref())?;
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Verify(args) => verify(args),
@@ -548,10 +554,38 @@ fn decode_options(threads: usize, memory_limit: Option<u64>, in_memory: bool) ->
     d.with_threads(threads).with_memory_limit(memory_limit.unwrap_or(fallback))
 }
 
+/// What `inspect` says of an archive's reference (`refs` tensors use it, saving about
+/// `ref_saved` bytes) and of the original file's mode and time, where it records them.
+fn print_records(a: &brevis::Archive, refs: usize, ref_saved: i64, out: &mut impl Write) {
+    if let Some(r) = a.reference_file() {
+        let _ = writeln!(
+            out,
+            "\nreference: a file of {} bytes, xxh3 {:016x}; {refs} tensors use it, saving ~{ref_saved} bytes",
+            r.size, r.hash
+        );
+    }
+    if let Some(m) = a.file_meta() {
+        let _ = writeln!(
+            out,
+            "\noriginal file: mode {:04o}, modified {}.{:09} s after the Unix epoch",
+            m.mode, m.mtime, m.mtime_nanos
+        );
+    }
+}
+
 /// For an archive of a GGUF file: its version, alignment and header (kept in the index, or in
 /// entries when it was too large), what the index frame costs, and the tensors by ggml type.
 fn print_gguf(a: &brevis::Archive, archive_len: u64, out: &mut impl Write) -> brevis::Result<()> {
-    let Some(g) = a.gguf()? else { return Ok(()) };
+    let g = match a.gguf() {
+        Ok(Some(g)) => g,
+        Ok(None) => return Ok(()),
+        // A header coded against the reference (or in entries that read it) waits for it.
+        Err(brevis::Error::Invalid(e)) if a.needs_reference() => {
+            let _ = writeln!(out, "\nGGUF header: not shown ({e})");
+            return Ok(());
+        }
+        Err(e) => return Err(e),
+    };
     let payloads: u64 = (0..a.len()).map(|i| a.info(i).unwrap().compressed_bytes).sum();
     let index_frame = archive_len.saturating_sub(payloads + 48);
     let in_index = a.info(0).is_none_or(|t| t.offset >= g.header.len() as u64);
@@ -611,20 +645,28 @@ fn decode_times(a: &brevis::Archive, runs: u32, limit: u64) -> Result<Vec<f64>, 
 
 /// The table of `inspect`; with `time_runs`, the decode time of each program shape (the fastest
 /// of that many decodes of each tensor).
-fn print_programs(path: &Path, file: &std::fs::File, time_runs: Option<u32>) -> Result<(), String> {
+fn print_programs(
+    path: &Path,
+    file: &std::fs::File,
+    time_runs: Option<u32>,
+    reference: Option<&std::fs::File>,
+) -> Result<(), String> {
     let name = |e: brevis::Error| format!("{}: {e}", path.display());
     let archive_len = file.metadata().map_err(|e| name(e.into()))?.len();
     let limit = brevis::DecodeOptions::default().memory_limit;
     // Timing decodes from the mapped archive (as `decompress` does within its memory limit):
     // the payloads are not copied in first. Without timing, the index alone is read in windows.
     let map;
-    let a = if time_runs.is_some() {
+    let mut a = if time_runs.is_some() {
         map = Input::of(file).map_err(|e| format!("{}: cannot map: {e}", path.display()))?;
         brevis::Archive::open_with_limit(&map, limit)
     } else {
         brevis::Archive::open_file(file, limit)
     }
     .map_err(name)?;
+    if let Some(r) = reference {
+        a.set_reference_file(r).map_err(name)?;
+    }
     let times = match time_runs {
         Some(runs) => Some(decode_times(&a, runs, limit).map_err(|e| format!("{}: {e}", path.display()))?),
         None => None,
@@ -679,20 +721,7 @@ fn print_programs(path: &Path, file: &std::fs::File, time_runs: Option<u32>) -> 
             100.0 * x as f64 / y as f64
         }
     };
-    if let Some(r) = a.reference_file() {
-        let _ = writeln!(
-            stdout,
-            "\nreference: a file of {} bytes, xxh3 {:016x}; {refs} tensors use it, saving ~{ref_saved} bytes",
-            r.size, r.hash
-        );
-    }
-    if let Some(m) = a.file_meta() {
-        let _ = writeln!(
-            stdout,
-            "\noriginal file: mode {:04o}, modified {}.{:09} s after the Unix epoch",
-            m.mode, m.mtime, m.mtime_nanos
-        );
-    }
+    print_records(&a, refs, ref_saved, &mut stdout);
     print_gguf(&a, archive_len, &mut stdout).map_err(name)?;
     let _ = writeln!(stdout, "\nprogram shapes:");
     // (A fold from 0: an empty sum of floats is -0.)

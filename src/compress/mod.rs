@@ -115,9 +115,38 @@ fn compress_with<W: Write + Seek + Send>(
     })?;
     let original_hash = folder.finish(&input.all()?)?;
     let index = index(input, original_hash, &jobs, &chosen, programs, chunks, residue, refs, opts)?;
+    let early = match refs {
+        Some(r) if index.reference.is_some() => against_reference(&index, r, early, opts.level.meta_zstd())?,
+        _ => early,
+    };
     let len = writer.finish_with(&index, early.as_ref(), opts.level.meta_zstd())?;
     lap(4);
     Ok(len)
+}
+
+/// The residue's frame coded against the reference's header (residue model 3), where that makes
+/// the meta smaller than with the residue alone (in its own frame `early`, or in the meta's:
+/// there a short header shares its tensor names with the index). An archive that does not need
+/// the reference for its tensors is not made to need it for its header, and a header that
+/// describes the tensors (safetensors) stays readable without it.
+fn against_reference(
+    index: &Index,
+    r: &Reference,
+    early: Option<container::writer::ResidueFrame>,
+    level: i32,
+) -> Result<Option<container::writer::ResidueFrame>> {
+    let Some(k) = r.header_len().filter(|&k| k > 0 && k <= container::residue_delta::MAX_PREFIX) else {
+        return Ok(early);
+    };
+    if index.tensors.iter().any(|t| t.from_header) {
+        return Ok(early);
+    }
+    let prefix = r.source().read(0, k as usize)?;
+    let delta = container::writer::ResidueFrame::against(&index.residue, &prefix)?;
+    let meta = |frame: Option<&container::writer::ResidueFrame>| {
+        container::writer::meta_and_footer_with(index, frame, level).map(|m| m.len())
+    };
+    Ok(if meta(Some(&delta))? < meta(early.as_ref())? { Some(delta) } else { early })
 }
 
 /// [`compress_source`] into memory; imposed programs are then proven by decoding.
@@ -650,6 +679,7 @@ fn index(
         reference: refs.filter(|_| uses_ref).map(|r| r.identity()).transpose()?,
         chunk_bytes: opts.chunk_bytes as u64,
         residue,
+        residue_delta: None,
         tensors,
         file_meta: opts.file_meta,
     })

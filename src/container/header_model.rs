@@ -1,6 +1,7 @@
 //! Residue models: verbatim; (format version 2) the safetensors header with predictable
 //! `data_offsets` elided, below; (format version 6) a GGUF header with its strings gathered
-//! (`gguf_residue`).
+//! (`gguf_residue`); (format version 15) the residue coded against the reference's header
+//! (`residue_delta`).
 //!
 //! A tensor's `"data_offsets":[a,b]` in the JSON header is implied when its entry gives the
 //! `dtype` and `shape` before the offsets and the tensor starts where the previous entry ended:
@@ -20,6 +21,10 @@ pub const VERBATIM: u8 = 0;
 pub const ELIDED_OFFSETS: u8 = 1;
 /// A leading GGUF header with its strings gathered (format version 6; `gguf_residue`).
 pub const GGUF_STRINGS: u8 = 2;
+/// The residue coded against the reference file's header (format version 15; `residue_delta`).
+/// It needs the reference: `Index::read` keeps it stored until the reference is supplied, and
+/// [`decode`] knows it not (it is not a model of earlier versions).
+pub const REF_DELTA: u8 = 3;
 
 const DTYPE_KEY: &[u8] = b"\"dtype\"";
 const SHAPE_KEY: &[u8] = b"\"shape\"";

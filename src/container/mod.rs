@@ -15,6 +15,7 @@ use crate::source::Source;
 
 mod gguf_residue;
 pub mod header_model;
+pub mod residue_delta;
 pub mod writer;
 
 pub use writer::{write_archive, Writer};
@@ -22,7 +23,7 @@ pub use writer::{write_archive, Writer};
 pub const MAGIC: [u8; 8] = *b"\x89BRV\r\n\x1a\n";
 pub const END_MAGIC: [u8; 8] = *b"BRVINDEX";
 /// Format version written by this build.
-pub const VERSION: u16 = 14;
+pub const VERSION: u16 = 15;
 /// Oldest format version this build reads.
 pub const MIN_VERSION: u16 = 1;
 pub const HEADER_LEN: usize = 16;
@@ -159,8 +160,12 @@ pub struct Index {
     pub reference: Option<FileRef>,
     /// Original bytes per chunk: tensors of `w`-byte words are cut every `max(1, chunk_bytes / w)` words.
     pub chunk_bytes: u64,
-    /// Every original byte outside tensor data, in file order.
+    /// Every original byte outside tensor data, in file order (empty while `residue_delta`
+    /// waits for the reference).
     pub residue: Vec<u8>,
+    /// The residue coded against the reference's header (residue model 3), until the reference
+    /// is supplied ([`Index::resolve_residue`]).
+    pub residue_delta: Option<residue_delta::Delta>,
     pub tensors: Vec<TensorEntry>,
     /// The original file's mode and modification time, when the writer was given them
     /// (version 3's record 1; versions 1 and 2 have none).
@@ -243,7 +248,10 @@ impl Index {
     }
 
     fn write(&self, out: &mut Vec<u8>) {
-        let (model, stored) = header_model::encode(&self.residue);
+        let (model, stored) = match &self.residue_delta {
+            Some(d) => (header_model::REF_DELTA, residue_delta::store(d)),
+            None => header_model::encode(&self.residue),
+        };
         let (head, tail) = self.write_around(model, stored.len());
         out.extend_from_slice(&head);
         out.extend_from_slice(&stored);
@@ -325,10 +333,9 @@ impl Index {
         if chunk_bytes == 0 || chunk_bytes > MAX_CHUNK_BYTES {
             return Err(Error::corrupt("chunk size out of range"));
         }
-        // Version 1 keeps the residue verbatim; version 2 names a residue model first.
-        let model = if version >= 2 { r.u8()? } else { header_model::VERBATIM };
-        let residue_len = r.len(r.remaining() as u64)?;
-        let residue = header_model::decode(model, r.take(residue_len)?, original_size.min(memory_limit))?;
+        let (residue, residue_delta) =
+            read_residue(&mut r, version, reference.is_some(), original_size.min(memory_limit))?;
+        let residue_bytes = residue_delta.as_ref().map_or(residue.len() as u64, |d| d.len);
         let mut header_spans: Option<std::vec::IntoIter<crate::tensor::safetensors::TensorSpan>> = None;
         let mut pos = HEADER_LEN as u64;
         // Every tensor takes at least 3 index bytes (kind, program length, operator id): bound
@@ -344,17 +351,10 @@ impl Index {
                 _ => return Err(Error::corrupt("bad tensor entry kind")),
             };
             let (name, dtype, shape, word_bits, offset, nbytes) = if from_header {
-                if header_spans.is_none() {
-                    let spans = crate::tensor::safetensors::layout_from_prefix(&residue, original_size)
-                        .map_err(|e| Error::corrupt(format!("the kept safetensors header does not parse: {e}")))?;
-                    header_spans = Some(spans.into_iter());
+                if residue_delta.is_some() {
+                    return Err(Error::corrupt("tensors described by a header coded against a reference"));
                 }
-                let s = header_spans
-                    .as_mut()
-                    .and_then(|it| it.next())
-                    .ok_or_else(|| Error::corrupt("more header tensors in the index than in the header"))?;
-                let (wb, offset, nbytes) = (s.word_bits(), s.start, s.len());
-                (s.name, s.dtype.name().to_string(), s.shape, wb, offset, nbytes)
+                header_placement(&mut header_spans, &residue, original_size)?
             } else {
                 read_placement(&mut r)?
             };
@@ -421,10 +421,36 @@ impl Index {
         if pos != data_end {
             return Err(Error::corrupt("payload sizes do not add up"));
         }
-        if tensor_bytes + residue.len() as u64 != original_size {
+        if tensor_bytes.checked_add(residue_bytes) != Some(original_size) {
             return Err(Error::corrupt("tensors and residue do not add up to the original size"));
         }
-        Ok(Index { version, original_size, original_hash, reference, chunk_bytes, residue, tensors, file_meta })
+        Ok(Index {
+            version,
+            original_size,
+            original_hash,
+            reference,
+            chunk_bytes,
+            residue,
+            residue_delta,
+            tensors,
+            file_meta,
+        })
+    }
+
+    /// How many of the reference file's first bytes the residue is coded against, while it
+    /// waits for them ([`Index::resolve_residue`]).
+    pub fn residue_prefix_len(&self) -> Option<u64> {
+        self.residue_delta.as_ref().map(|d| d.prefix_len)
+    }
+
+    /// Decodes a residue coded against the reference, given the reference file's first
+    /// [`Index::residue_prefix_len`] bytes (the reference is checked first: `Reference::check`).
+    pub fn resolve_residue(&mut self, prefix: &[u8]) -> Result<()> {
+        if let Some(d) = &self.residue_delta {
+            self.residue = residue_delta::decode(d, prefix)?;
+            self.residue_delta = None;
+        }
+        Ok(())
     }
 }
 
@@ -437,6 +463,47 @@ fn read_placement(r: &mut ByteReader) -> Result<(String, String, Vec<u64>, u32, 
     let shape = (0..ndim).map(|_| r.varint()).collect::<Result<Vec<_>>>()?;
     let word_bits = r.len(64)? as u32;
     Ok((name, dtype, shape, word_bits, r.varint()?, r.varint()?))
+}
+
+/// The residue of an index at its model byte (versions 2 on; version 1 keeps it verbatim),
+/// decoded, or kept stored when it is coded against the reference (residue model 3, version
+/// 15 on: the index must name a reference, `has_reference`); `limit` bounds its length.
+fn read_residue(
+    r: &mut ByteReader,
+    version: u16,
+    has_reference: bool,
+    limit: u64,
+) -> Result<(Vec<u8>, Option<residue_delta::Delta>)> {
+    let model = if version >= 2 { r.u8()? } else { header_model::VERBATIM };
+    let residue_len = r.len(r.remaining() as u64)?;
+    let stored = r.take(residue_len)?;
+    if model == header_model::REF_DELTA && version >= 15 {
+        if !has_reference {
+            return Err(Error::corrupt("a residue coded against a reference the archive does not name"));
+        }
+        return Ok((Vec::new(), Some(residue_delta::parse(stored, limit)?)));
+    }
+    Ok((header_model::decode(model, stored, limit)?, None))
+}
+
+/// The placement of the next tensor that the safetensors header kept in `residue` describes
+/// (`spans`: that header's tensors, parsed at the first).
+fn header_placement(
+    spans: &mut Option<std::vec::IntoIter<crate::tensor::safetensors::TensorSpan>>,
+    residue: &[u8],
+    original_size: u64,
+) -> Result<(String, String, Vec<u64>, u32, u64, u64)> {
+    if spans.is_none() {
+        let parsed = crate::tensor::safetensors::layout_from_prefix(residue, original_size)
+            .map_err(|e| Error::corrupt(format!("the kept safetensors header does not parse: {e}")))?;
+        *spans = Some(parsed.into_iter());
+    }
+    let s = spans
+        .as_mut()
+        .and_then(|it| it.next())
+        .ok_or_else(|| Error::corrupt("more header tensors in the index than in the header"))?;
+    let (wb, offset, nbytes) = (s.word_bits(), s.start, s.len());
+    Ok((s.name, s.dtype.name().to_string(), s.shape, wb, offset, nbytes))
 }
 
 /// Reads and validates the header, footer and meta block from any source (reading only those).

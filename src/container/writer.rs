@@ -49,6 +49,16 @@ impl ResidueFrame {
         let frame = zstd::bulk::compress(&stored, level)?;
         Ok(ResidueFrame { residue: (residue.len(), xxh3_64(residue)), model, stored_len: stored.len(), frame })
     }
+
+    /// The frame of `residue` coded against `prefix`, the reference file's first bytes
+    /// (residue model 3, `residue_delta`): already compressed, it is stored in a frame of its
+    /// own at zstd's fastest level.
+    pub fn against(residue: &[u8], prefix: &[u8]) -> Result<ResidueFrame> {
+        let stored = super::residue_delta::encode(residue, prefix)?;
+        let frame = zstd::bulk::compress(&stored, 1)?;
+        let model = super::header_model::REF_DELTA;
+        Ok(ResidueFrame { residue: (residue.len(), xxh3_64(residue)), model, stored_len: stored.len(), frame })
+    }
 }
 
 /// What follows the payloads: the meta frame (index and residue) and the footer.

@@ -283,3 +283,23 @@ pub fn quant_model(seed: u64, rows: u64, row_blocks: u64) -> Gguf {
     }
     m
 }
+
+/// A GGUF master with a tokenizer, and a variant that shares its header but for a few keys,
+/// with one tensor copied and one of its own: the variant's header is coded against the
+/// master's (residue model 3).
+pub fn header_pair() -> (Vec<u8>, Vec<u8>) {
+    let mut rng = Rng(5);
+    let tokens: Vec<Value> = (0..6000).map(|i| Value::Str(format!("tok{i}{}", "xy".repeat(i * 7 % 5)))).collect();
+    let scores: Vec<Value> = (0..6000).map(|i| Value::F32(-(i as f32) / 7.0)).collect();
+    let mut master = Gguf::new(3, 32);
+    master.kv.push(("general.name".into(), Value::Str("master".into())));
+    master.kv.push(("tokenizer.ggml.tokens".into(), Value::Array(8, tokens)));
+    master.kv.push(("tokenizer.ggml.scores".into(), Value::Array(6, scores)));
+    master.tensor("a.weight", &[64, 64], 0, f32_bytes(&weights(&mut rng, 64 * 64, 0.05)));
+    master.tensor("b.weight", &[64, 32], 1, f16_bytes(&weights(&mut rng, 64 * 32, 0.05)));
+    let mut variant = master.clone();
+    variant.kv[1].1 = Value::Str("variant".into());
+    variant.kv.push(("general.quantized_by".into(), Value::Str("a test".into())));
+    variant.tensors[1].data = f16_bytes(&weights(&mut rng, 64 * 32, 0.05));
+    (master.bytes(), variant.bytes())
+}

@@ -182,7 +182,8 @@ fn compress_one(
         progress.finish();
         // The programs go to stdout: not when the archive does.
         if common.verbose && matches!(job.dst, Dst::File(_)) {
-            crate::print_programs(&out, f, None)?;
+            let reference = reference.map(open).transpose()?;
+            crate::print_programs(&out, f, None, reference.as_ref())?;
         }
         Ok(())
     })?;
