@@ -112,6 +112,28 @@ fn k_quants_of_llama_quantize_are_derived_exactly() {
     }
 }
 
+/// IQ4_NL and IQ4_XS as `llama-quantize` makes them without an importance matrix (rows of
+/// SmolLM2-135M-Instruct: tests/fixtures/make_smollm2_iq4.py) are exactly its quantizers' output
+/// of their BF16 master, also where chunks cut blocks and the last blocks of a row do not fill
+/// eight lanes (rows of 18 IQ4_NL blocks).
+#[test]
+fn iq4_of_llama_quantize_is_derived_exactly() {
+    let dir = root().join("tests/fixtures");
+    let master = read_checked(
+        &dir.join("smollm2_iq4_master.gguf"),
+        "05ce1b705fea3bac49f8e9a60695f16318e3d0b373acf812b76ca2e319d0c286",
+    );
+    let variant =
+        read_checked(&dir.join("smollm2_iq4.gguf"), "99ce3af183d610a7e6a9af49daa30d75614dbeb24952bc0131bfbb4e4ef64084");
+    for chunk in [1 << 20, 1000] {
+        let opts = brevis::Options::default().with_chunk_bytes(chunk);
+        let archive = brevis::compress_with_ref(&variant, &master, &opts).unwrap();
+        let found: Vec<String> = programs(&archive).into_iter().map(|p| p.1).collect();
+        assert_eq!(found, ["derive(iq4_nl)[copyref]", "derive(iq4_xs)[copyref]"], "{chunk}");
+        assert_eq!(brevis::decompress_with_ref(&archive, &master, &Default::default()).unwrap(), variant);
+    }
+}
+
 /// Chunks that cut quantization blocks: each chunk's prediction is its slice of the whole one.
 #[test]
 fn small_chunks_cut_blocks_and_still_round_trip() {

@@ -566,8 +566,14 @@ fn write_golden() {
     let (hmaster_in, header_in) = support::gguf::header_pair();
     let hmaster = brevis::compress(&hmaster_in, &brevis::Options::default()).unwrap();
     let header = brevis::compress_with_ref(&header_in, &hmaster_in, &opts).unwrap();
+    // ... and `derive(iq4_nl)`, `derive(iq4_xs)` against their BF16 master (iq4master.brv).
+    let (iq4master_in, iq4_in) = fixture_pair("smollm2_iq4");
+    let iq4master = brevis::compress(&iq4master_in, &brevis::Options::default()).unwrap();
+    let iq4 = brevis::compress_with_ref(&iq4_in, &iq4master_in, &opts.clone().with_chunk_bytes(5000)).unwrap();
     let mut manifest = String::new();
     for (name, archive, original, refname) in [
+        ("iq4master", &iq4master, &iq4master_in, ""),
+        ("iq4", &iq4, &iq4_in, " iq4master.brv"),
         ("hmaster", &hmaster, &hmaster_in, ""),
         ("header", &header, &header_in, " hmaster.brv"),
         ("halves", &halves, &halves_in, ""),
@@ -690,6 +696,11 @@ fn golden_v15_archive_covers_a_header_against_the_reference() {
     assert!(brevis::internals::index(&a).residue_delta.is_some(), "the header is not coded against the master");
     let master_archive = golden_archive(15, "hmaster.brv", &master);
     assert_eq!(brevis::decompress_with_ref(&archive, &master_archive, &Default::default()).unwrap(), variant);
+    let (master, variant) = fixture_pair("smollm2_iq4");
+    let a = brevis::Archive::open(golden_archive(15, "iq4.brv", &variant).as_slice())
+        .map(|a| (0..a.len()).map(|i| a.info(i).unwrap().program()).collect::<Vec<_>>());
+    assert_eq!(a.unwrap(), ["derive(iq4_nl)[copyref]", "derive(iq4_xs)[copyref]"]);
+    golden_archive(15, "iq4master.brv", &master);
 }
 
 /// Version 3's golden archive holds the lanes leaf in every context and the original's mode and

@@ -41,6 +41,12 @@ pub enum Kind {
     /// ggml Q3_K: super-blocks of 256, sixteen sub-blocks of 3-bit quants with a searched scale
     /// each (`make_q3_quants`), those quantized to 6 bits against an fp16 super-scale.
     Q3K,
+    /// ggml IQ4_NL: blocks of 32 quantized to the 16 non-uniform levels of `kvalues_iq4nl`
+    /// with a searched fp16 scale (`quantize_iq4_nl` without an importance matrix: `iq4.rs`).
+    Iq4Nl,
+    /// ggml IQ4_XS: super-blocks of 256, eight blocks of 32 at IQ4_NL's levels with searched
+    /// scales, those quantized to 6 bits against an fp16 super-scale (`quantize_iq4_xs`).
+    Iq4Xs,
 }
 
 impl Kind {
@@ -59,6 +65,8 @@ impl Kind {
             Kind::Q6K => (210, 256),
             Kind::Q2K => (84, 256),
             Kind::Q3K => (110, 256),
+            Kind::Iq4Nl => (18, 32),
+            Kind::Iq4Xs => (136, 256),
         }
     }
 }
@@ -279,6 +287,21 @@ pub fn derive_groups(
     search: &impl super::kquants::Search,
 ) {
     let (bb, be) = kind.block();
+    if kind == Kind::Iq4Nl {
+        // Eight blocks at a time (side by side in `iq4`'s lanes), the last ones padded.
+        for (g, o) in out.chunks_mut(8 * bb).enumerate() {
+            let n = 32 * o.len() / bb;
+            let x: [f32; 256] = if n == 256 {
+                src.load::<256>(reference, e0 + 256 * g)
+            } else {
+                std::array::from_fn(|i| if i < n { src.at(reference, e0 + 256 * g + i) } else { 0.0 })
+            };
+            let mut full = [0u8; 144];
+            super::iq4::iq4_nl(&x, &mut full);
+            o.copy_from_slice(&full[..o.len()]);
+        }
+        return;
+    }
     if be == 256 {
         for (g, o) in out.chunks_exact_mut(bb).enumerate() {
             let x = src.load::<256>(reference, e0 + 256 * g);
@@ -287,6 +310,7 @@ pub fn derive_groups(
                 Kind::Q5K => super::kquants::q45_k(&x, 31, o, search),
                 Kind::Q2K => super::kquants::q2_k(&x, o, search),
                 Kind::Q3K => super::kquants::q3_k(&x, o),
+                Kind::Iq4Xs => super::iq4::iq4_xs(&x, o),
                 _ => super::kquants::q6_k(&x, o, search),
             }
         }

@@ -27,6 +27,7 @@ pub mod avx2;
 #[cfg(target_arch = "x86_64")]
 pub mod avx512;
 pub mod derive;
+pub mod iq4;
 pub mod kquants;
 pub mod scalar;
 

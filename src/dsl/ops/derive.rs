@@ -1,4 +1,5 @@
-//! `derive(k)` (id 0x43, format version 9; the derivations `q2_k` and `q3_k` from version 10):
+//! `derive(k)` (id 0x43, format version 9; the derivations `q2_k` and `q3_k` from version 10,
+//! `iq4_nl` and `iq4_xs` from version 15):
 //! the reference that the program below reads is not the reference tensor as it is but **derivation `k` of it**: the tensor the transform that made
 //! this one (a cast, a GGUF quantizer) gives when run on the reference. `xorref`, `subref` and
 //! `copyref` under it then code only where the prediction misses (`derive(q8_0)[copyref]` is a
@@ -21,7 +22,7 @@ use crate::source::Bytes;
 use crate::tensor::DType;
 
 impl Kind {
-    pub const ALL: [Kind; 14] = [
+    pub const ALL: [Kind; 16] = [
         Kind::Bf16Rne,
         Kind::Bf16Trunc,
         Kind::F16Rne,
@@ -36,6 +37,8 @@ impl Kind {
         Kind::Q6K,
         Kind::Q2K,
         Kind::Q3K,
+        Kind::Iq4Nl,
+        Kind::Iq4Xs,
     ];
 
     pub fn id(self) -> u8 {
@@ -54,6 +57,8 @@ impl Kind {
             Kind::Q6K => 15,
             Kind::Q2K => 16,
             Kind::Q3K => 17,
+            Kind::Iq4Nl => 18,
+            Kind::Iq4Xs => 19,
         }
     }
 
@@ -77,6 +82,8 @@ impl Kind {
             Kind::Q6K => "q6_k",
             Kind::Q2K => "q2_k",
             Kind::Q3K => "q3_k",
+            Kind::Iq4Nl => "iq4_nl",
+            Kind::Iq4Xs => "iq4_xs",
         }
     }
 
@@ -110,6 +117,8 @@ impl Kind {
             (_, "Q6_K") => vec![Kind::Q6K],
             (_, "Q2_K") => vec![Kind::Q2K],
             (_, "Q3_K") => vec![Kind::Q3K],
+            (_, "IQ4_NL") => vec![Kind::Iq4Nl],
+            (_, "IQ4_XS") => vec![Kind::Iq4Xs],
             _ => Vec::new(),
         }
     }
